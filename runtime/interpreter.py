@@ -1,0 +1,270 @@
+"""An Interpreter with LiteRT's Python API that runs a Graph on the NumPy reference kernels."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from runtime import tflite_io
+from runtime.errors import ModelError
+from runtime.graph import Graph, Tensor
+from runtime.ops import KERNELS, Node
+from runtime.ops.parallel import set_num_threads
+
+__all__ = ["Interpreter", "SignatureRunner", "OpResolverType"]
+
+
+class OpResolverType:
+    """Accepted for API compatibility with LiteRT; the testbed has one set of reference kernels."""
+
+    AUTO = 0
+    BUILTIN = 1
+    BUILTIN_REF = 2
+    BUILTIN_WITHOUT_DEFAULT_DELEGATES = 3
+
+
+class Interpreter:
+    """Drop-in for ai_edge_litert.interpreter.Interpreter on the CPU reference kernels."""
+
+    def __init__(self, model_path: str | os.PathLike | None = None, model_content: bytes | None = None,
+                 experimental_delegates: list | None = None, num_threads: int | None = None,
+                 experimental_op_resolver_type: Any = OpResolverType.AUTO,
+                 experimental_preserve_all_tensors: bool = False, graph: Graph | None = None, **_: Any):
+        sources = [s is not None for s in (model_path, model_content, graph)]
+        if sum(sources) == 0:
+            raise ValueError("`model_path` or `model_content` must be specified.")
+        if sum(sources) > 1:
+            raise ValueError("Can't both provide `model_path` and `model_content`")
+        if num_threads is not None:
+            if not isinstance(num_threads, int):
+                raise ValueError("type of num_threads should be int")
+            if num_threads < 1 and num_threads != -1:
+                raise ValueError("num_threads should >= 1")
+        if experimental_delegates:
+            raise ValueError("this build runs the CPU reference only; delegates are not available yet")
+        if graph is None:
+            graph = tflite_io.load(model_path) if model_path is not None else tflite_io.loads(model_content)
+        self._graph = graph
+        self._threads = 1 if num_threads in (None, -1) else num_threads
+        self._plan = self._build_plan(graph)
+        self._shapes = [t.shape for t in graph.tensors]
+        self._resized = False
+        self._values: list[np.ndarray | None] | None = None
+
+    # -- construction ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _build_plan(graph: Graph):
+        plan = []
+        for i, op in enumerate(graph.ops):
+            kernel = KERNELS.get(op.type)
+            if kernel is None:
+                raise ModelError(f"{graph.describe_op(i)} (version {op.version}) is not supported by the "
+                                 f"testbed's reference kernels")
+            plan.append((kernel, Node(i, op, graph), op.inputs, op.outputs))
+        return plan
+
+    @property
+    def graph(self) -> Graph:
+        return self._graph
+
+    # -- LiteRT API -----------------------------------------------------------------------------
+
+    def allocate_tensors(self) -> None:
+        values: list[np.ndarray | None] = [None] * len(self._graph.tensors)
+        for t, tensor in enumerate(self._graph.tensors):
+            if tensor.is_constant:
+                values[t] = tensor.data
+        for t in self._graph.inputs:
+            values[t] = np.zeros(self._shapes[t], self._graph.tensors[t].dtype.np)
+        self._values = values
+        self.reset_all_variables()
+        if self._resized:
+            self._run()  # learn every tensor's shape for the new input sizes
+            self._shapes = [v.shape if v is not None else s for v, s in zip(self._values, self._shapes)]
+            self.reset_all_variables()
+
+    def reset_all_variables(self) -> None:
+        if self._values is None:
+            return
+        for t, tensor in enumerate(self._graph.tensors):
+            if tensor.is_variable:
+                self._values[t] = (np.array(tensor.data, copy=True) if tensor.is_constant
+                                   else np.zeros(tensor.shape, tensor.dtype.np))
+
+    def _details(self, t: int) -> dict:
+        tensor: Tensor = self._graph.tensors[t]
+        q = tensor.quant
+        sig = tensor.shape_signature if tensor.shape_signature is not None else self._shapes[t]
+        return {
+            "name": tensor.name,
+            "index": t,
+            "shape": np.array(self._shapes[t], np.int32),
+            "shape_signature": np.array(sig, np.int32),
+            "dtype": tensor.dtype.np.type,
+            "quantization": (q.scale[0], q.zero_point[0]) if q is not None and not q.per_channel else (0.0, 0),
+            "quantization_parameters": {
+                "scales": np.array(q.scale if q else (), np.float32),
+                "zero_points": np.array(q.zero_point if q else (), np.int32),
+                "quantized_dimension": q.axis if q else 0,
+            },
+            "sparsity_parameters": {},
+        }
+
+    def get_input_details(self) -> list[dict]:
+        return [self._details(t) for t in self._graph.inputs]
+
+    def get_output_details(self) -> list[dict]:
+        return [self._details(t) for t in self._graph.outputs]
+
+    def get_tensor_details(self, subgraph_index: int = 0) -> list[dict]:
+        if subgraph_index != 0:
+            raise ValueError(f"subgraph_index is out of range: {subgraph_index} for the model, "
+                             f"which has 1 subgraphs.")
+        return [self._details(t) for t in range(len(self._graph.tensors))]
+
+    def _check_index(self, t: int) -> int:
+        t = int(t)
+        if not 0 <= t < len(self._graph.tensors):
+            raise ValueError(f"Invalid tensor index {t} exceeds max tensor index "
+                             f"{len(self._graph.tensors) - 1}")
+        return t
+
+    def set_tensor(self, tensor_index: int, value: Any) -> None:
+        t = self._check_index(tensor_index)
+        if self._values is None:
+            raise RuntimeError("allocate_tensors() must be called before set_tensor()")
+        tensor = self._graph.tensors[t]
+        value = np.asarray(value)
+        if value.dtype != tensor.dtype.np:
+            raise ValueError(f"Cannot set tensor: Got value of type {_type_name(value.dtype)} but expected "
+                             f"type {tensor.dtype.name} for input {t}, name: {tensor.name} ")
+        want = self._shapes[t]
+        if value.ndim != len(want):
+            raise ValueError(f"Cannot set tensor: Dimension mismatch. Got {value.ndim} but expected "
+                             f"{len(want)} for input {t}.")
+        for d, (got, exp) in enumerate(zip(value.shape, want)):
+            if got != exp:
+                raise ValueError(f"Cannot set tensor: Dimension mismatch. Got {got} but expected {exp} "
+                                 f"for dimension {d} of input {t}.")
+        self._values[t] = np.array(value, copy=True)
+
+    def resize_tensor_input(self, input_index: int, tensor_size: Any, strict: bool = False) -> None:
+        t = self._check_index(input_index)
+        if t not in self._graph.inputs:
+            raise ValueError(f"tensor {t} is not an input of the model")
+        size = tuple(int(d) for d in np.asarray(tensor_size).reshape(-1))
+        sig = self._graph.tensors[t].shape_signature
+        if strict and sig is not None:
+            for d, (new, s) in enumerate(zip(size, sig)):
+                if s != -1 and new != s:
+                    raise ValueError(f"ResizeInputTensorStrict only allows mutating unknown dimensions "
+                                     f"identified by -1 (dimension {d} of input {t}).")
+        if size != self._shapes[t]:
+            self._shapes[t] = size
+            self._resized = True
+        self._values = None
+
+    def invoke(self) -> None:
+        if self._values is None:
+            raise RuntimeError("Invoke called on model that is not ready: call allocate_tensors() first.")
+        self._run()
+
+    def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
+        t = self._check_index(tensor_index)
+        if self._values is None or self._values[t] is None:
+            return np.zeros(self._shapes[t], self._graph.tensors[t].dtype.np)
+        return np.array(self._values[t], copy=True)
+
+    def tensor(self, tensor_index: int):
+        t = self._check_index(tensor_index)
+        return lambda: self._values[t]
+
+    def get_signature_list(self) -> dict:
+        return {s.key: {"inputs": [n for n, _ in s.inputs], "outputs": [n for n, _ in s.outputs]}
+                for s in self._graph.signatures}
+
+    def _get_full_signature_list(self) -> dict:
+        return {s.key: {"inputs": dict(s.inputs), "outputs": dict(s.outputs)} for s in self._graph.signatures}
+
+    def get_signature_runner(self, signature_key: str | None = None) -> "SignatureRunner":
+        sigs = self._get_full_signature_list()
+        if signature_key is None:
+            if len(sigs) != 1:
+                raise ValueError(f"SignatureDef signature_key is None and model has {len(sigs)} Signatures. "
+                                 f"None is only allowed when the model has 1 SignatureDef")
+            signature_key = next(iter(sigs))
+        return SignatureRunner(self, signature_key)
+
+    # -- execution ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        set_num_threads(self._threads)
+        values = self._values
+        check = not self._resized
+        for kernel, node, ins, outs in self._plan:
+            args = [values[t] if t >= 0 else None for t in ins]
+            while args and args[-1] is None:
+                args.pop()
+            try:
+                result = kernel(node, *args)
+            except ModelError:
+                raise
+            except (ValueError, IndexError, TypeError, FloatingPointError) as exc:
+                raise node.fail(f"{type(exc).__name__}: {exc}") from exc
+            if not isinstance(result, tuple):
+                result = (result,)
+            if len(result) != len(outs):
+                raise node.fail(f"kernel produced {len(result)} outputs, the op declares {len(outs)}")
+            for t, value in zip(outs, result):
+                values[t] = _conform(node, t, np.asarray(value), check)
+
+
+def _type_name(dtype: np.dtype) -> str:
+    return np.dtype(dtype).name.upper()
+
+
+def _conform(node: Node, t: int, value: np.ndarray, check_shape: bool) -> np.ndarray:
+    tensor = node.graph.tensors[t]
+    if value.dtype != tensor.dtype.np:
+        raise node.fail(f"kernel produced {value.dtype} for {node.graph.describe_tensor(t)} "
+                        f"declared {tensor.dtype.name}")
+    if check_shape and value.shape != tensor.shape and not tensor.is_dynamic:
+        raise node.fail(f"kernel produced shape {list(value.shape)} for {node.graph.describe_tensor(t)} "
+                        f"declared {list(tensor.shape)}")
+    return value
+
+
+class SignatureRunner:
+    """Callable for one SignatureDef: keyword inputs by name in, dict of outputs by name back."""
+
+    def __init__(self, interpreter: Interpreter, signature_key: str):
+        sigs = interpreter._get_full_signature_list()
+        if signature_key not in sigs:
+            raise ValueError(f'Invalid signature_key provided: "{signature_key}".')
+        self._interpreter = interpreter
+        self._inputs = sigs[signature_key]["inputs"]
+        self._outputs = sigs[signature_key]["outputs"]
+
+    def __call__(self, **kwargs: Any) -> dict[str, np.ndarray]:
+        if len(kwargs) != len(self._inputs):
+            raise ValueError(f"Invalid number of inputs provided for running a SignatureDef, "
+                             f"expected {len(self._inputs)} vs provided {len(kwargs)}")
+        it = self._interpreter
+        for name, value in kwargs.items():
+            if name not in self._inputs:
+                raise ValueError(f"Invalid Input name ({name}) for SignatureDef")
+            it.resize_tensor_input(self._inputs[name], np.shape(value))
+        it.allocate_tensors()
+        for name, value in kwargs.items():
+            it.set_tensor(self._inputs[name], np.asarray(value))
+        it.invoke()
+        return {name: it.get_tensor(t) for name, t in self._outputs.items()}
+
+    def get_input_details(self) -> dict:
+        return {n: self._interpreter._details(t) for n, t in self._inputs.items()}
+
+    def get_output_details(self) -> dict:
+        return {n: self._interpreter._details(t) for n, t in self._outputs.items()}

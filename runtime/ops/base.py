@@ -1,0 +1,93 @@
+"""What every kernel shares: the Node a kernel sees, fused activations, padding, error wrapping."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from runtime.errors import ModelError
+from runtime.graph import Graph, Op, Tensor
+from runtime.options import Activation, Padding
+
+Kernel = Callable[..., Any]
+
+
+@dataclass(eq=False)
+class Node:
+    """One op as its kernel sees it: options, tensor metadata, and a cache for prepared constants."""
+
+    index: int
+    op: Op
+    graph: Graph
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def options(self) -> Any:
+        return self.op.options
+
+    def input(self, k: int) -> Tensor | None:
+        t = self.op.inputs[k] if k < len(self.op.inputs) else -1
+        return self.graph.tensors[t] if t >= 0 else None
+
+    def output(self, k: int = 0) -> Tensor:
+        return self.graph.tensors[self.op.outputs[k]]
+
+    def cached(self, key: str, make: Callable[[], Any]) -> Any:
+        """Compute a derived constant (a reshaped filter, an index table) once per node."""
+        try:
+            return self.cache[key]
+        except KeyError:
+            value = self.cache[key] = make()
+            return value
+
+    def fail(self, message: str) -> ModelError:
+        return ModelError(f"{self.graph.describe_op(self.index)}: {message}")
+
+
+_ACT_RANGE = {
+    Activation.RELU: (0.0, None),
+    Activation.RELU6: (0.0, 6.0),
+    Activation.RELU_N1_TO_1: (-1.0, 1.0),
+}
+
+
+def activate(x: np.ndarray, act: Activation) -> np.ndarray:
+    """Apply a fused activation in place where possible, as TFLite's float kernels clamp."""
+    if act is Activation.NONE:
+        return x
+    if act in _ACT_RANGE:
+        lo, hi = _ACT_RANGE[act]
+        return np.clip(x, lo, hi, out=x if x.flags.writeable else None)
+    if act is Activation.TANH:
+        return np.tanh(x)
+    if act is Activation.SIGN_BIT:
+        return np.signbit(x).astype(x.dtype)
+    raise ModelError(f"unknown fused activation {act}")
+
+
+def out_size(padding: Padding, size: int, k: int, stride: int, dilation: int = 1) -> int:
+    """Output extent along one axis (tflite/kernels/padding.h)."""
+    eff = (k - 1) * dilation + 1
+    if padding is Padding.SAME:
+        return (size + stride - 1) // stride
+    return (size - eff + stride) // stride
+
+
+def pad_before(padding: Padding, size: int, k: int, stride: int, dilation: int = 1) -> tuple[int, int]:
+    """(pad_before, pad_after) for one axis; the odd remainder goes after, as TFLite does."""
+    out = out_size(padding, size, k, stride, dilation)
+    eff = (k - 1) * dilation + 1
+    total = max((out - 1) * stride + eff - size, 0)
+    return total // 2, total - total // 2
+
+
+def axis_of(axis: int, rank: int, node: Node) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise node.fail(f"axis {axis} is out of range for rank {rank}")
+    return axis % max(rank, 1)
+
+
+def as_float32(x: np.ndarray) -> np.ndarray:
+    return x if x.dtype == np.float32 else x.astype(np.float32)

@@ -1,0 +1,112 @@
+"""Float convolutions: CONV_2D via im2col + BLAS, DEPTHWISE_CONV_2D via shifted multiply-adds, TRANSPOSE_CONV."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.ops.base import Node, activate, pad_before, out_size
+from runtime.ops.parallel import row_split
+
+
+def _geometry(node: Node, x_shape, kh: int, kw: int):
+    """Output size and (top, bottom, left, right) padding for a convolution-like op."""
+    o = node.options
+    dh, dw = getattr(o, "dilation_h_factor", 1), getattr(o, "dilation_w_factor", 1)
+    _, h, w, _ = x_shape
+    oh = out_size(o.padding, h, kh, o.stride_h, dh)
+    ow = out_size(o.padding, w, kw, o.stride_w, dw)
+    pt, pb = pad_before(o.padding, h, kh, o.stride_h, dh)
+    pl, pr = pad_before(o.padding, w, kw, o.stride_w, dw)
+    return oh, ow, (pt, pb, pl, pr)
+
+
+def _padded(x: np.ndarray, pads, value=0.0) -> np.ndarray:
+    pt, pb, pl, pr = pads
+    if not any(pads):
+        return x
+    return np.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)), constant_values=value)
+
+
+def _taps(xp: np.ndarray, oh: int, ow: int, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int):
+    """Yield (ky, kx, view of xp) where the view holds the input pixel each output reads at that tap."""
+    for ky in range(kh):
+        for kx in range(kw):
+            y0, x0 = ky * dh, kx * dw
+            yield ky, kx, xp[:, y0:y0 + sh * (oh - 1) + 1:sh, x0:x0 + sw * (ow - 1) + 1:sw, :]
+
+
+def conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    o = node.options
+    cout, kh, kw, cin = w.shape
+    if x.shape[3] != cin:
+        raise node.fail(f"input has {x.shape[3]} channels, filter expects {cin} (grouped conv unsupported)")
+    oh, ow, pads = _geometry(node, x.shape, kh, kw)
+    w2 = node.cached("w2", lambda: np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(kh * kw * cin, cout)))
+    n = x.shape[0]
+    if kh == kw == 1 and o.stride_h == o.stride_w == 1 and not any(pads):
+        cols = x.reshape(-1, cin)
+    else:
+        xp = _padded(x, pads)
+        cols = np.empty((n, oh, ow, kh, kw, cin), np.float32)
+        for ky, kx, view in _taps(xp, oh, ow, kh, kw, o.stride_h, o.stride_w,
+                                  o.dilation_h_factor, o.dilation_w_factor):
+            cols[:, :, :, ky, kx, :] = view
+        cols = cols.reshape(n * oh * ow, kh * kw * cin)
+    out = cols @ w2
+    if bias is not None:
+        out += bias
+    return activate(out.reshape(n, oh, ow, cout), o.fused_activation_function)
+
+
+def depthwise_conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    o = node.options
+    _, kh, kw, cout = w.shape
+    cin = x.shape[3]
+    mult = cout // cin if cin else 1
+    if cin * mult != cout:
+        raise node.fail(f"filter has {cout} channels, not a multiple of the input's {cin}")
+    if mult > 1:
+        x = np.repeat(x, mult, axis=3)  # output channel c*mult+m reads input channel c
+    oh, ow, pads = _geometry(node, x.shape, kh, kw)
+    xp = _padded(x, pads)
+    taps = list(_taps(xp, oh, ow, kh, kw, o.stride_h, o.stride_w, o.dilation_h_factor, o.dilation_w_factor))
+    wk = w[0]
+    out = np.empty((x.shape[0], oh, ow, cout), np.float32)
+
+    def rows(lo: int, hi: int) -> None:
+        acc = out[:, lo:hi]
+        tmp = np.empty_like(acc)
+        ky, kx, view = taps[0]
+        np.multiply(view[:, lo:hi], wk[ky, kx], out=acc)
+        for ky, kx, view in taps[1:]:
+            np.multiply(view[:, lo:hi], wk[ky, kx], out=tmp)
+            acc += tmp
+        if bias is not None:
+            acc += bias
+
+    row_split(rows, oh, out.size)
+    return activate(out, o.fused_activation_function)
+
+
+def transpose_conv(node: Node, output_shape: np.ndarray, w: np.ndarray, x: np.ndarray,
+                   bias: np.ndarray | None = None) -> np.ndarray:
+    o = node.options
+    cout, kh, kw, cin = w.shape
+    n, h, wd, _ = x.shape
+    oh, ow = int(output_shape[1]), int(output_shape[2])
+    pt, _ = pad_before(o.padding, oh, kh, o.stride_h)
+    pl, _ = pad_before(o.padding, ow, kw, o.stride_w)
+    w2 = node.cached("w2", lambda: np.ascontiguousarray(w.reshape(cout, kh * kw, cin).transpose(2, 1, 0)
+                                                         .reshape(cin, kh * kw * cout)))
+    cols = (x.reshape(-1, cin) @ w2).reshape(n, h, wd, kh, kw, cout)
+    ch = max((h - 1) * o.stride_h + kh, pt + oh)
+    cw = max((wd - 1) * o.stride_w + kw, pl + ow)
+    canvas = np.zeros((n, ch, cw, cout), np.float32)
+    for ky in range(kh):
+        for kx in range(kw):
+            canvas[:, ky:ky + o.stride_h * (h - 1) + 1:o.stride_h,
+                   kx:kx + o.stride_w * (wd - 1) + 1:o.stride_w, :] += cols[:, :, :, ky, kx, :]
+    out = np.ascontiguousarray(canvas[:, pt:pt + oh, pl:pl + ow, :])
+    if bias is not None:
+        out += bias
+    return activate(out, o.fused_activation_function)

@@ -1,0 +1,213 @@
+"""Read a .tflite flatbuffer (subgraph 0) into a Graph, with every failure a ModelError naming the spot."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import importlib
+import os
+import struct
+
+import numpy as np
+
+from runtime.errors import ModelError
+from runtime.graph import DType, Graph, Op, QuantParams, Signature, Tensor
+from runtime.optypes import OpType
+from runtime.options import FOR_OP, TABLES, GenericOptions
+
+try:  # The generated schema classes; a core dependency, imported lazily for a clear message.
+    import tflite
+    from tflite.BuiltinOptions import BuiltinOptions as _UNION
+except ImportError as exc:  # pragma: no cover - install problem
+    raise ImportError("the 'tflite' package is required to read .tflite files: pip install tflite") from exc
+
+_UNION_NAMES = {v: k for k, v in vars(_UNION).items() if not k.startswith("_")}
+_PARSE_ERRORS = (IndexError, struct.error, ValueError, TypeError, UnicodeDecodeError, AttributeError)
+
+
+def load(path: str | os.PathLike) -> Graph:
+    """Read a .tflite file from disk."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            content = f.read()
+    except OSError as exc:
+        raise ModelError(f"cannot read model file {path}: {exc.strerror}") from None
+    return loads(content, source=path)
+
+
+def loads(content: bytes, source: str = "<model content>") -> Graph:
+    """Read a .tflite model from bytes; `source` names it in error messages."""
+    buf = bytearray(content) if not isinstance(content, bytearray) else content
+    if len(buf) < 8 or bytes(buf[4:8]) != b"TFL3":
+        raise ModelError(f"{source} is not a TFLite model (no 'TFL3' file identifier; "
+                         f"{len(buf)} bytes)")
+    try:
+        return _Reader(buf, source).graph()
+    except ModelError:
+        raise
+    except _PARSE_ERRORS as exc:
+        raise ModelError(f"{source} is truncated or malformed: {type(exc).__name__}: {exc}") from None
+
+
+def _numpy(vector) -> np.ndarray:
+    """The generated *AsNumpy accessors return 0 for an absent vector."""
+    return vector if isinstance(vector, np.ndarray) else np.zeros(0, np.int32)
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+class _Reader:
+    def __init__(self, buf: bytearray, source: str):
+        self.buf, self.source = buf, source
+        self.model = tflite.Model.GetRootAs(buf, 0)
+
+    def graph(self) -> Graph:
+        m = self.model
+        if m.SubgraphsLength() < 1:
+            raise ModelError(f"{self.source} has no subgraph")
+        sg = m.Subgraphs(0)
+        codes = [self._opcode(i) for i in range(m.OperatorCodesLength())]
+        tensors = tuple(self._tensor(sg, i) for i in range(sg.TensorsLength()))
+        ops = tuple(self._op(sg.Operators(i), i, codes) for i in range(sg.OperatorsLength()))
+        name = (sg.Name() or b"").decode("utf-8", "replace") or os.path.basename(self.source)
+        graph = Graph(tensors=tensors, ops=ops, inputs=tuple(int(t) for t in _numpy(sg.InputsAsNumpy())),
+                      outputs=tuple(int(t) for t in _numpy(sg.OutputsAsNumpy())), name=name,
+                      signatures=self._signatures())
+        try:
+            return graph.validate()
+        except ModelError as exc:
+            raise ModelError(f"{self.source}: {exc}") from None
+
+    def _opcode(self, i: int) -> tuple[int, int, str | None]:
+        oc = self.model.OperatorCodes(i)
+        # Codes >= 127 live only in the extended field; TFLite takes the larger of the two.
+        code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
+        custom = oc.CustomCode()
+        return code, oc.Version(), custom.decode("utf-8", "replace") if custom else None
+
+    def _buffer(self, index: int, tensor_name: str) -> np.ndarray | None:
+        if index <= 0 or index >= self.model.BuffersLength():
+            return None
+        b = self.model.Buffers(index)
+        if b.Offset() > 1:  # large models keep buffers after the flatbuffer
+            start, size = b.Offset(), b.Size()
+            if start + size > len(self.buf):
+                raise ModelError(f"{self.source} is truncated: buffer of tensor '{tensor_name}' "
+                                 f"ends at byte {start + size}, file has {len(self.buf)}")
+            return np.frombuffer(bytes(self.buf[start:start + size]), np.uint8)
+        data = _numpy(b.DataAsNumpy())
+        return data if data.size else None
+
+    def _tensor(self, sg, i: int) -> Tensor:
+        t = sg.Tensors(i)
+        name = (t.Name() or b"").decode("utf-8", "replace")
+        try:
+            dtype = DType.from_code(t.Type())
+        except ModelError:
+            raise ModelError(f"{self.source}: tensor #{i} '{name}' has unknown type code {t.Type()}") from None
+        shape = tuple(int(d) for d in _numpy(t.ShapeAsNumpy()))
+        sig = _numpy(t.ShapeSignatureAsNumpy())
+        if t.Sparsity() is not None:
+            raise ModelError(f"{self.source}: tensor #{i} '{name}' is sparse (DENSIFY); "
+                             f"sparse weights are not supported")
+        raw = self._buffer(t.Buffer(), name)
+        data = None
+        if raw is not None and dtype.np != np.object_ and dtype is not DType.INT4:
+            count = int(np.prod(shape, dtype=np.int64))
+            if raw.size != count * dtype.np.itemsize:
+                raise ModelError(f"{self.source}: tensor #{i} '{name}' has {raw.size} bytes of data, "
+                                 f"shape {list(shape)} of {dtype.name} needs {count * dtype.np.itemsize}")
+            data = raw.view(dtype.np.newbyteorder("<")).astype(dtype.np, copy=False).reshape(shape)
+        return Tensor(name=name, shape=shape, dtype=dtype, quant=self._quant(t, i, name), data=data,
+                      shape_signature=tuple(int(d) for d in sig) if sig.size else None,
+                      is_variable=bool(t.IsVariable()))
+
+    def _quant(self, t, i: int, name: str) -> QuantParams | None:
+        q = t.Quantization()
+        if q is None:
+            return None
+        if q.DetailsType() != 0:
+            raise ModelError(f"{self.source}: tensor #{i} '{name}' uses custom quantization details "
+                             f"(type {q.DetailsType()}), which the testbed does not support")
+        scale, zero = _numpy(q.ScaleAsNumpy()), _numpy(q.ZeroPointAsNumpy())
+        if not scale.size:
+            return None
+        if zero.size not in (0, scale.size):
+            raise ModelError(f"{self.source}: tensor #{i} '{name}' has {scale.size} scales but "
+                             f"{zero.size} zero points")
+        zero = zero if zero.size else np.zeros(scale.size, np.int64)
+        return QuantParams(scale=tuple(float(s) for s in scale), zero_point=tuple(int(z) for z in zero),
+                           axis=int(q.QuantizedDimension()))
+
+    def _op(self, o, i: int, codes) -> Op:
+        idx = o.OpcodeIndex()
+        if not 0 <= idx < len(codes):
+            raise ModelError(f"{self.source}: op #{i} refers to operator code {idx}, "
+                             f"but the model has {len(codes)}")
+        code, version, custom = codes[idx]
+        try:
+            op_type = OpType(code)
+        except ValueError:
+            raise ModelError(f"{self.source}: op #{i} has builtin code {code}, unknown to this "
+                             f"schema version") from None
+        return Op(type=op_type, inputs=tuple(int(t) for t in _numpy(o.InputsAsNumpy())),
+                  outputs=tuple(int(t) for t in _numpy(o.OutputsAsNumpy())),
+                  options=self._options(o, op_type), version=version, custom_code=custom)
+
+    def _options(self, o, op_type: OpType):
+        union = _UNION_NAMES.get(o.BuiltinOptionsType(), "NONE")
+        cls = TABLES.get(union) or (FOR_OP.get(op_type.name) if union == "NONE" else None)
+        table = o.BuiltinOptions()
+        if table is None or union == "NONE":
+            return cls() if cls else None
+        fb = getattr(importlib.import_module(f"tflite.{union}"), union)()
+        fb.Init(table.Bytes, table.Pos)
+        if cls is None:
+            return _generic(union, fb)
+        return cls(**{f.name: _field(fb, f.name, f.default) for f in dataclasses.fields(cls)})
+
+    def _signatures(self) -> tuple[Signature, ...]:
+        sigs = []
+        for k in range(self.model.SignatureDefsLength()):
+            s = self.model.SignatureDefs(k)
+            if s.SubgraphIndex() != 0:
+                continue
+            pairs = lambda n, get: tuple(  # noqa: E731
+                ((get(j).Name() or b"").decode(), int(get(j).TensorIndex())) for j in range(n))
+            sigs.append(Signature(key=(s.SignatureKey() or b"").decode(),
+                                  inputs=pairs(s.InputsLength(), s.Inputs),
+                                  outputs=pairs(s.OutputsLength(), s.Outputs)))
+        return tuple(sigs)
+
+
+def _field(fb, name: str, default):
+    if isinstance(default, tuple):
+        getter = getattr(fb, _camel(name) + "AsNumpy", None)
+        return tuple(int(v) for v in _numpy(getter())) if getter else default
+    getter = getattr(fb, _camel(name), None)
+    if getter is None:
+        return default
+    value = getter()
+    if isinstance(default, enum.Enum):
+        return type(default)(value)
+    return type(default)(value)
+
+
+def _generic(union: str, fb) -> GenericOptions:
+    fields = []
+    for attr in sorted(dir(fb)):
+        if attr.startswith(("_", "Init", "GetRoot")) or attr.endswith(("Length", "IsNone", "HasIdentifier")):
+            continue
+        getter = getattr(fb, attr)
+        try:
+            value = getter()
+        except TypeError:  # vector element accessors take an index
+            continue
+        if isinstance(value, (int, float, bool)):
+            fields.append((attr, value))
+        elif isinstance(value, np.ndarray):
+            fields.append((attr, tuple(value.tolist())))
+    return GenericOptions(table=union, fields=tuple(fields))
