@@ -42,6 +42,14 @@ class Node:
             value = self.cache[key] = make()
             return value
 
+    def buffer(self, key: str, shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
+        """A scratch or output array reused across invokes, as TFLite's arena reuses memory;
+        this also spares the page faults of a fresh large allocation every inference."""
+        buf = self.cache.get(key)
+        if buf is None or buf.shape != tuple(shape) or buf.dtype != dtype:
+            buf = self.cache[key] = np.empty(shape, dtype)
+        return buf
+
     def fail(self, message: str) -> ModelError:
         return ModelError(f"{self.graph.describe_op(self.index)}: {message}")
 

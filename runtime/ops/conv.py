@@ -52,40 +52,57 @@ def conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = 
                                   o.dilation_h_factor, o.dilation_w_factor):
             cols[:, :, :, ky, kx, :] = view
         cols = cols.reshape(n * oh * ow, kh * kw * cin)
-    out = cols @ w2
+    out = np.matmul(cols, w2, out=node.buffer("out", (cols.shape[0], cout)))
     if bias is not None:
         out += bias
     return activate(out.reshape(n, oh, ow, cout), o.fused_activation_function)
 
 
+def _phases(xp: np.ndarray, sh: int, sw: int) -> dict[tuple[int, int], np.ndarray]:
+    """Split the padded input into stride phases, so that every tap becomes a stride-1 window
+    whose (width, channel) axes merge into one long contiguous row for NumPy's inner loop."""
+    if sh == sw == 1:
+        return {(0, 0): xp}
+    return {(py, px): np.ascontiguousarray(xp[:, py::sh, px::sw]) for py in range(sh) for px in range(sw)}
+
+
 def depthwise_conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
     o = node.options
     _, kh, kw, cout = w.shape
-    cin = x.shape[3]
+    n, cin = x.shape[0], x.shape[3]
     mult = cout // cin if cin else 1
     if cin * mult != cout:
         raise node.fail(f"filter has {cout} channels, not a multiple of the input's {cin}")
     if mult > 1:
         x = np.repeat(x, mult, axis=3)  # output channel c*mult+m reads input channel c
     oh, ow, pads = _geometry(node, x.shape, kh, kw)
-    xp = _padded(x, pads)
-    taps = list(_taps(xp, oh, ow, kh, kw, o.stride_h, o.stride_w, o.dilation_h_factor, o.dilation_w_factor))
-    wk = w[0]
-    out = np.empty((x.shape[0], oh, ow, cout), np.float32)
+    sh, sw, dh, dw = o.stride_h, o.stride_w, o.dilation_h_factor, o.dilation_w_factor
+    planes = _phases(_padded(x, pads), sh, sw)
+    # Per tap: (plane, row offset, column offset, weights tiled along the output row).
+    wrow = node.cached("wrow", lambda: np.tile(w[0][:, :, None, :], (1, 1, ow, 1)).reshape(kh, kw, ow * cout))
+    taps = [(planes[(ky * dh % sh, kx * dw % sw)], ky * dh // sh, kx * dw // sw, wrow[ky, kx])
+            for ky in range(kh) for kx in range(kw)]
+    out = node.buffer("out", (n, oh, ow * cout))
+    brow = None if bias is None else node.cached("brow", lambda: np.tile(bias, ow))
 
     def rows(lo: int, hi: int) -> None:
-        acc = out[:, lo:hi]
-        tmp = np.empty_like(acc)
-        ky, kx, view = taps[0]
-        np.multiply(view[:, lo:hi], wk[ky, kx], out=acc)
-        for ky, kx, view in taps[1:]:
-            np.multiply(view[:, lo:hi], wk[ky, kx], out=tmp)
-            acc += tmp
-        if bias is not None:
-            acc += bias
+        step = max(1, 16384 // (ow * cout))  # rows per chunk: keep acc and tmp in cache
+        tmp = np.empty((n, min(step, hi - lo), ow * cout), np.float32)
+        for a in range(lo, hi, step):
+            b = min(hi, a + step)
+            acc, t = out[:, a:b], tmp[:, :b - a]
+            for k, (p, oy, ox, wr) in enumerate(taps):
+                view = p[:, oy + a:oy + b, ox:ox + ow].reshape(n, b - a, ow * cout)
+                if k == 0:
+                    np.multiply(view, wr, out=acc)
+                else:
+                    np.multiply(view, wr, out=t)
+                    acc += t
+            if brow is not None:
+                acc += brow
 
     row_split(rows, oh, out.size)
-    return activate(out, o.fused_activation_function)
+    return activate(out.reshape(n, oh, ow, cout), o.fused_activation_function)
 
 
 def transpose_conv(node: Node, output_shape: np.ndarray, w: np.ndarray, x: np.ndarray,

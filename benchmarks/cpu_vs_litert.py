@@ -1,0 +1,76 @@
+"""Times the testbed's CPU reference interpreter against LiteRT on the same .tflite and thread count.
+
+Usage: python benchmarks/cpu_vs_litert.py [--graph M.tflite] [--num_threads 2] [--runs 30]
+Without --graph it writes the zoo's MobileNet v1 1.0 224 float to a temporary .tflite first.
+Prints the median milliseconds per inference of each and the ratios testbed / LiteRT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from runtime import zoo  # noqa: E402
+from runtime.interpreter import Interpreter  # noqa: E402
+from runtime.tflite_write import save  # noqa: E402
+
+
+def _median_ms(interpreter, runs: int) -> float:
+    d = interpreter.get_input_details()[0]
+    x = np.random.default_rng(0).standard_normal(d["shape"]).astype(d["dtype"])
+    interpreter.set_tensor(d["index"], x)
+    interpreter.invoke()  # warm-up: caches, lazy preparation
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        interpreter.invoke()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def _litert(path: str, threads: int, resolver: str):
+    from ai_edge_litert.interpreter import Interpreter as LiteRT, OpResolverType
+
+    it = LiteRT(model_path=path, num_threads=threads,
+                experimental_op_resolver_type=getattr(OpResolverType, resolver))
+    it.allocate_tensors()
+    return it
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--graph", help=".tflite model (default: zoo MobileNet v1 1.0 224 float)")
+    p.add_argument("--num_threads", type=int, default=2)
+    p.add_argument("--runs", type=int, default=30)
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.graph
+        if path is None:
+            path = os.path.join(tmp, "mobilenet_v1_1.0_224.tflite")
+            save(zoo.build("mobilenet_v1", alpha=1.0, resolution=224), path)
+        ours = Interpreter(model_path=path, num_threads=args.num_threads)
+        ours.allocate_tensors()
+        rows = [("testbed CPU reference", _median_ms(ours, args.runs))]
+        for label, resolver in (("LiteRT (XNNPACK)", "AUTO"),
+                                ("LiteRT without default delegates", "BUILTIN_WITHOUT_DEFAULT_DELEGATES")):
+            rows.append((label, _median_ms(_litert(path, args.num_threads, resolver), args.runs)))
+    print(f"model: {args.graph or 'zoo mobilenet_v1 1.0 224 float'}, threads: {args.num_threads}, "
+          f"runs: {args.runs} (median ms per inference)")
+    for label, ms in rows:
+        print(f"  {label:34s} {ms:8.2f} ms")
+    ours_ms = rows[0][1]
+    for label, ms in rows[1:]:
+        print(f"  testbed / {label:24s} {ours_ms / ms:8.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
