@@ -109,6 +109,7 @@ class Interpreter:
                 "scales": np.array(q.scale if q else (), np.float32),
                 "zero_points": np.array(q.zero_point if q else (), np.int32),
                 "quantized_dimension": q.axis if q else 0,
+                "block_size": 0,
             },
             "sparsity_parameters": {},
         }
@@ -129,7 +130,7 @@ class Interpreter:
         t = int(t)
         if not 0 <= t < len(self._graph.tensors):
             raise ValueError(f"Invalid tensor index {t} exceeds max tensor index "
-                             f"{len(self._graph.tensors) - 1}")
+                             f"{len(self._graph.tensors)}")
         return t
 
     def set_tensor(self, tensor_index: int, value: Any) -> None:
@@ -169,7 +170,7 @@ class Interpreter:
 
     def invoke(self) -> None:
         if self._values is None:
-            raise RuntimeError("Invoke called on model that is not ready: call allocate_tensors() first.")
+            raise RuntimeError("Invoke called on model that is not ready.")
         self._run()
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:

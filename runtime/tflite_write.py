@@ -56,7 +56,7 @@ class _Writer:
         self.b.StartVector(1, len(raw), 16)  # 16-byte alignment, as TFLite's converter writes
         self.b.head -= len(raw)
         self.b.Bytes[self.b.head:self.b.head + len(raw)] = raw
-        return self.b.EndVector(len(raw))
+        return self.b.EndVector()
 
     def finish(self) -> bytes:
         b, g = self.b, self.g

@@ -10,13 +10,13 @@ from runtime.options import (Activation, ConcatenationOptions, Conv2DOptions, De
 from runtime.zoo.builder import GraphBuilder
 
 
-def _fold(b: GraphBuilder, raw: np.ndarray, w: np.ndarray, cout_axis: int):
+def _fold(b: GraphBuilder, raw: np.ndarray, w: np.ndarray, cout_axis: int, beta_std: float = 0.2):
     """Fold a batch-norm whose statistics are the layer's own on the sample: each channel comes
     out with mean ~beta and std ~gamma, so activations stay in a healthy range layer after layer."""
     axes = tuple(range(raw.ndim - 1))
     mean, std = raw.mean(axis=axes), raw.std(axis=axes) + 1e-3
     gamma = b.rng.uniform(0.8, 1.2, mean.shape).astype(np.float32)
-    beta = b.rng.normal(0.2, 0.2, mean.shape).astype(np.float32)
+    beta = b.rng.normal(0.2, beta_std, mean.shape).astype(np.float32)
     shape = [1] * w.ndim
     shape[cout_axis] = -1
     w = (w * (gamma / std).reshape(shape)).astype(np.float32)
@@ -25,12 +25,15 @@ def _fold(b: GraphBuilder, raw: np.ndarray, w: np.ndarray, cout_axis: int):
 
 
 def conv(b: GraphBuilder, x: int, cout: int, k: int = 1, stride: int = 1,
-         act: Activation = Activation.RELU6, padding: Padding = Padding.SAME, name: str = "conv") -> int:
+         act: Activation = Activation.RELU6, padding: Padding = Padding.SAME, name: str = "conv",
+         beta_std: float = 0.2) -> int:
+    """Convolution + folded batch-norm; a larger beta_std spreads channel means apart (for heads
+    whose channels are class scores)."""
     cin = b.shape(x)[-1]
     w = b.rng.normal(0, np.sqrt(2.0 / (k * k * cin)), (cout, k, k, cin)).astype(np.float32)
     opts = Conv2DOptions(padding=padding, stride_w=stride, stride_h=stride)
     raw = b.evaluate(OpType.CONV_2D, [b.value(x), w], opts)[0]
-    w, bias = _fold(b, raw, w, 0)
+    w, bias = _fold(b, raw, w, 0, beta_std)
     opts = Conv2DOptions(padding=padding, stride_w=stride, stride_h=stride, fused_activation_function=act)
     return b.op(OpType.CONV_2D, [x, b.const(f"{name}/weights", w), b.const(f"{name}/bias", bias)], opts, name)
 

@@ -85,7 +85,7 @@ def squeezenet(resolution: int = 224, classes: int = 1000, seed: int = 0) -> Gra
         x = _fire(b, x, s, e, f"fire{i}")
     x = L.pool(b, x, 3, 2, name="pool8")
     x = _fire(b, x, 64, 256, "fire9")
-    x = L.conv(b, x, classes, 1, 1, Activation.RELU, name="conv10")
+    x = L.conv(b, x, classes, 1, 1, Activation.RELU, name="conv10", beta_std=1.5)
     x = L.global_avg_pool(b, x)
     x = b.op(OpType.RESHAPE, [x, b.const("flatten/shape", np.array([1, classes], np.int32))], None, "flatten")
     return b.build([b.op(OpType.SOFTMAX, [x], None, "probabilities")])

@@ -1,0 +1,153 @@
+"""The `dtb` command line: run models on the reference interpreter, inspect them, list what exists."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Sequence
+
+import numpy as np
+
+from runtime import tflite_io, zoo
+from runtime.errors import TestbedError
+from runtime.graph import Graph
+from runtime.interpreter import Interpreter
+from runtime.ops import KERNELS
+
+
+def _model_args(pairs: Sequence[str]) -> dict:
+    args = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise TestbedError(f"--model-arg '{pair}' is not KEY=VALUE")
+        try:
+            args[key] = int(value)
+        except ValueError:
+            try:
+                args[key] = float(value)
+            except ValueError:
+                args[key] = value
+    return args
+
+
+def _load(args) -> tuple[Graph, str]:
+    if args.graph and args.model:
+        raise TestbedError("give either --graph FILE.tflite or --model NAME, not both")
+    if args.graph:
+        return tflite_io.load(args.graph), args.graph
+    if args.model:
+        return zoo.build(args.model, **_model_args(args.model_arg)), f"zoo:{args.model}"
+    raise TestbedError("no model: give --graph FILE.tflite or --model NAME (see `dtb list models`)")
+
+
+def _inputs(it: Interpreter, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for d in it.get_input_details():
+        dtype = np.dtype(d["dtype"])
+        shape = tuple(d["shape"])
+        value = (rng.standard_normal(shape) if dtype.kind == "f" else rng.integers(0, 4, shape)).astype(dtype)
+        it.set_tensor(d["index"], value)
+
+
+def cmd_infer(args) -> int:
+    graph, label = _load(args)
+    it = Interpreter(graph=graph, num_threads=args.num_threads)
+    it.allocate_tensors()
+    _inputs(it, args.seed)
+    times = []
+    for _ in range(max(1, args.num_runs)):
+        start = time.perf_counter()
+        it.invoke()
+        times.append(time.perf_counter() - start)
+    print(f"model: {label} ({len(graph.ops)} ops), input seed {args.seed}")
+    for d in it.get_output_details():
+        out = it.get_tensor(d["index"])
+        print(f"output '{d['name']}' {list(out.shape)} {out.dtype}: min {out.min():.6g} max {out.max():.6g} "
+              f"mean {out.mean():.6g}")
+        if out.ndim == 2 and out.shape[0] == 1 and out.shape[1] > 1:
+            top = np.argsort(out[0])[::-1][:5]
+            print("  top-5: " + ", ".join(f"{int(k)}:{out[0, k]:.4f}" for k in top))
+    print(f"host wall time per inference (reference kernels, not a simulated phone): "
+          f"median {np.median(times) * 1e3:.2f} ms over {len(times)} runs")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    graph, label = _load(args)
+    print(f"model: {label}: {len(graph.tensors)} tensors, {len(graph.ops)} ops")
+    print(f"{'#':>4}  {'op':26s} {'v':>2}  {'inputs -> outputs':50s} reference kernel")
+    for i, op in enumerate(graph.ops):
+        shapes = lambda ids: ", ".join(str(list(graph.tensors[t].shape)) for t in ids if t >= 0)  # noqa: E731
+        flow = f"{shapes(op.inputs)} -> {shapes(op.outputs)}"
+        print(f"{i:>4}  {op.name:26s} {op.version:>2}  {flow:50s} {'yes' if op.type in KERNELS else 'NO'}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from runtime.tflite_write import save
+
+    graph = zoo.build(args.model, **_model_args(args.model_arg))
+    save(graph, args.output)
+    print(f"wrote {args.output}: zoo:{args.model} ({len(graph.ops)} ops)")
+    return 0
+
+
+def cmd_list(args) -> int:
+    if args.what == "models":
+        import inspect
+
+        for name, fn in sorted(zoo.MODELS.items()):
+            params = ", ".join(f"{p.name}={p.default}" for p in inspect.signature(fn).parameters.values())
+            print(f"{name}({params})")
+    else:
+        for op in sorted(KERNELS, key=lambda o: o.name):
+            print(op.name)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dtb", description="Delegate Testbed: TFLite models on simulated phones.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def model_flags(sp):
+        sp.add_argument("--graph", help="path to a .tflite model")
+        sp.add_argument("--model", help="zoo model name (see `dtb list models`)")
+        sp.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="argument for the zoo builder, e.g. alpha=0.5 (repeatable)")
+
+    sp = sub.add_parser("infer", help="run a model on the CPU reference kernels and summarise its outputs")
+    model_flags(sp)
+    sp.add_argument("--num_threads", type=int, default=1)
+    sp.add_argument("--num_runs", type=int, default=1)
+    sp.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
+    sp.set_defaults(fn=cmd_infer)
+    sp = sub.add_parser("inspect", help="list a model's ops with shapes and kernel support")
+    model_flags(sp)
+    sp.set_defaults(fn=cmd_inspect)
+    sp = sub.add_parser("export", help="write a zoo model to a .tflite file")
+    sp.add_argument("--model", required=True)
+    sp.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE")
+    sp.add_argument("-o", "--output", required=True)
+    sp.set_defaults(fn=cmd_export)
+    sp = sub.add_parser("list", help="list zoo models or supported ops")
+    sp.add_argument("what", choices=["models", "ops"])
+    sp.set_defaults(fn=cmd_list)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except TestbedError as exc:
+        print(f"dtb: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("dtb: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The Interpreter speaks LiteRT's Python API: same details, same errors, same results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from runtime import zoo
+from runtime.graph import Signature
+from runtime.interpreter import Interpreter
+from runtime.tflite_write import dumps
+from tests.litert_oracle import available
+
+litert = pytest.importorskip("ai_edge_litert.interpreter") if available() else None
+
+
+@pytest.fixture(scope="module")
+def model() -> bytes:
+    g = zoo.build("tiny_cnn")
+    sig = Signature("serving_default", (("image", g.inputs[0]),), (("probs", g.outputs[0]),))
+    g = type(g)(g.tensors, g.ops, g.inputs, g.outputs, g.name, (sig,))
+    return dumps(g)
+
+
+def both(model):
+    ours = Interpreter(model_content=model)
+    ref = litert.Interpreter(model_content=model) if litert else None
+    for it in (ours, ref):
+        if it is not None:
+            it.allocate_tensors()
+    return ours, ref
+
+
+def _plain(d):
+    return {k: (v.tolist() if isinstance(v, np.ndarray) else _plain(v) if isinstance(v, dict) else v)
+            for k, v in d.items()}
+
+
+@pytest.mark.skipif(litert is None, reason="LiteRT not installed")
+def test_details_equal_litert(model):
+    ours, ref = both(model)
+    assert [_plain(d) for d in ours.get_input_details()] == [_plain(d) for d in ref.get_input_details()]
+    assert [_plain(d) for d in ours.get_output_details()] == [_plain(d) for d in ref.get_output_details()]
+    assert [_plain(d) for d in ours.get_tensor_details()] == [_plain(d) for d in ref.get_tensor_details()]
+    assert ours.get_signature_list() == ref.get_signature_list()
+
+
+@pytest.mark.skipif(litert is None, reason="LiteRT not installed")
+@pytest.mark.parametrize("value", [np.zeros((1, 32, 32, 3), np.float64), np.zeros((1, 32, 3), np.float32),
+                                   np.zeros((1, 31, 32, 3), np.float32)])
+def test_set_tensor_errors_match_litert(model, value):
+    ours, ref = both(model)
+    index = ours.get_input_details()[0]["index"]
+    with pytest.raises(ValueError) as want:
+        ref.set_tensor(index, value)
+    with pytest.raises(ValueError) as got:
+        ours.set_tensor(index, value)
+    assert str(got.value) == str(want.value)
+
+
+def test_invoke_before_allocate_and_bad_index(model):
+    it = Interpreter(model_content=model)
+    with pytest.raises(RuntimeError, match="not ready"):
+        it.invoke()
+    with pytest.raises(ValueError, match="Invalid tensor index 999"):
+        it.get_tensor(999)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({}, "must be specified"), ({"num_threads": 0}, "num_threads should >= 1"),
+    ({"num_threads": 1.5}, "type of num_threads should be int"),
+])
+def test_constructor_errors(model, kwargs, message):
+    if kwargs:
+        kwargs["model_content"] = model
+    with pytest.raises(ValueError, match=message):
+        Interpreter(**kwargs)
+
+
+def test_signature_runner_and_resize(model):
+    it = Interpreter(model_content=model)
+    run = it.get_signature_runner()
+    x = np.random.default_rng(0).standard_normal((2, 32, 32, 3)).astype(np.float32)
+    out = run(image=x)["probs"]
+    assert out.shape == (2, 10)
+    # Each batch row equals a batch-1 run of the same image.
+    single = Interpreter(model_content=model)
+    single.allocate_tensors()
+    single.set_tensor(0, x[1:2])
+    single.invoke()
+    np.testing.assert_allclose(out[1:2], single.get_tensor(single.get_output_details()[0]["index"]), rtol=1e-5)
+    with pytest.raises(ValueError, match="Invalid Input name"):
+        run(picture=x)
+
+
+@pytest.mark.skipif(litert is None, reason="LiteRT not installed")
+def test_outputs_equal_litert_after_switching_import(model):
+    ours, ref = both(model)
+    x = np.random.default_rng(3).standard_normal((1, 32, 32, 3)).astype(np.float32)
+    for it in (ours, ref):
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+    out = ours.get_output_details()[0]["index"]
+    np.testing.assert_allclose(ours.get_tensor(out), ref.get_tensor(out), atol=1e-6)
