@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from runtime.ops.base import Node, activate, pad_before, out_size
 from runtime.ops.parallel import row_split
@@ -27,12 +28,19 @@ def _padded(x: np.ndarray, pads, value=0.0) -> np.ndarray:
     return np.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)), constant_values=value)
 
 
-def _taps(xp: np.ndarray, oh: int, ow: int, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int):
-    """Yield (ky, kx, view of xp) where the view holds the input pixel each output reads at that tap."""
+def _im2col(node: Node, xp: np.ndarray, oh: int, ow: int, kh: int, kw: int) -> np.ndarray:
+    """Patches as rows [N*OH*OW, KH*KW*C]: one copy per filter row, each window's (KW, C) block
+    read as one strided run rather than KW separate channel-length pieces."""
+    o = node.options
+    n, _, _, c = xp.shape
+    sh, sw, dh, dw = o.stride_h, o.stride_w, o.dilation_h_factor, o.dilation_w_factor
+    cols = node.buffer("cols", (n, oh, ow, kh, kw, c))
     for ky in range(kh):
-        for kx in range(kw):
-            y0, x0 = ky * dh, kx * dw
-            yield ky, kx, xp[:, y0:y0 + sh * (oh - 1) + 1:sh, x0:x0 + sw * (ow - 1) + 1:sw, :]
+        rows = xp[:, ky * dh:ky * dh + sh * (oh - 1) + 1:sh]
+        s0, s1, s2, s3 = rows.strides
+        # In bounds: the padded width covers (ow - 1) * sw + (kw - 1) * dw + 1 columns.
+        cols[:, :, :, ky] = as_strided(rows, (n, oh, ow, kw, c), (s0, s1, sw * s2, dw * s2, s3), writeable=False)
+    return cols.reshape(n * oh * ow, kh * kw * c)
 
 
 def conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
@@ -46,12 +54,7 @@ def conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = 
     if kh == kw == 1 and o.stride_h == o.stride_w == 1 and not any(pads):
         cols = x.reshape(-1, cin)
     else:
-        xp = _padded(x, pads)
-        cols = np.empty((n, oh, ow, kh, kw, cin), np.float32)
-        for ky, kx, view in _taps(xp, oh, ow, kh, kw, o.stride_h, o.stride_w,
-                                  o.dilation_h_factor, o.dilation_w_factor):
-            cols[:, :, :, ky, kx, :] = view
-        cols = cols.reshape(n * oh * ow, kh * kw * cin)
+        cols = _im2col(node, _padded(x, pads), oh, ow, kh, kw)
     out = np.matmul(cols, w2, out=node.buffer("out", (cols.shape[0], cout)))
     if bias is not None:
         out += bias
