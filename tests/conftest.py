@@ -19,3 +19,11 @@ FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 @pytest.fixture(scope="session")
 def fixtures_dir() -> pathlib.Path:
     return FIXTURES
+
+
+def pytest_sessionstart(session):
+    # In CI the oracle must be there: a missing LiteRT would silently skip the parity tests.
+    from tests.litert_oracle import available
+
+    if os.environ.get("CI") and not available():
+        pytest.exit("LiteRT (ai-edge-litert) is not installed; CI needs it as the test oracle", returncode=1)

@@ -42,12 +42,13 @@ class Node:
             value = self.cache[key] = make()
             return value
 
-    def buffer(self, key: str, shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
+    def buffer(self, key: str, shape: tuple[int, ...], dtype=np.float32, fill: float | None = None) -> np.ndarray:
         """A scratch or output array reused across invokes, as TFLite's arena reuses memory;
-        this also spares the page faults of a fresh large allocation every inference."""
+        this also spares the page faults of a fresh large allocation every inference.
+        `fill` initialises a new buffer (e.g. the zero border of a padded copy)."""
         buf = self.cache.get(key)
         if buf is None or buf.shape != tuple(shape) or buf.dtype != dtype:
-            buf = self.cache[key] = np.empty(shape, dtype)
+            buf = self.cache[key] = np.empty(shape, dtype) if fill is None else np.full(shape, fill, dtype)
         return buf
 
     def fail(self, message: str) -> ModelError:

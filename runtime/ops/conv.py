@@ -21,11 +21,15 @@ def _geometry(node: Node, x_shape, kh: int, kw: int):
     return oh, ow, (pt, pb, pl, pr)
 
 
-def _padded(x: np.ndarray, pads, value=0.0) -> np.ndarray:
+def _padded(node: Node, x: np.ndarray, pads) -> np.ndarray:
+    """x inside a zero border; the bordered buffer is kept, so only the interior is copied."""
     pt, pb, pl, pr = pads
     if not any(pads):
         return x
-    return np.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)), constant_values=value)
+    n, h, w, c = x.shape
+    xp = node.buffer("padded", (n, h + pt + pb, w + pl + pr, c), x.dtype, fill=0)
+    xp[:, pt:pt + h, pl:pl + w] = x
+    return xp
 
 
 def _im2col(node: Node, xp: np.ndarray, oh: int, ow: int, kh: int, kw: int) -> np.ndarray:
@@ -54,7 +58,7 @@ def conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = 
     if kh == kw == 1 and o.stride_h == o.stride_w == 1 and not any(pads):
         cols = x.reshape(-1, cin)
     else:
-        cols = _im2col(node, _padded(x, pads), oh, ow, kh, kw)
+        cols = _im2col(node, _padded(node, x, pads), oh, ow, kh, kw)
     out = np.matmul(cols, w2, out=node.buffer("out", (cols.shape[0], cout)))
     if bias is not None:
         out += bias
@@ -80,7 +84,7 @@ def depthwise_conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray
         x = np.repeat(x, mult, axis=3)  # output channel c*mult+m reads input channel c
     oh, ow, pads = _geometry(node, x.shape, kh, kw)
     sh, sw, dh, dw = o.stride_h, o.stride_w, o.dilation_h_factor, o.dilation_w_factor
-    planes = _phases(_padded(x, pads), sh, sw)
+    planes = _phases(_padded(node, x, pads), sh, sw)
     # Per tap: (plane, row offset, column offset, weights tiled along the output row).
     wrow = node.cached("wrow", lambda: np.tile(w[0][:, :, None, :], (1, 1, ow, 1)).reshape(kh, kw, ow * cout))
     taps = [(planes[(ky * dh % sh, kx * dw % sw)], ky * dh // sh, kx * dw // sw, wrow[ky, kx])
@@ -89,7 +93,7 @@ def depthwise_conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray
     brow = None if bias is None else node.cached("brow", lambda: np.tile(bias, ow))
 
     def rows(lo: int, hi: int) -> None:
-        step = max(1, 16384 // (ow * cout))  # rows per chunk: keep acc and tmp in cache
+        step = max(1, 65536 // (ow * cout))  # rows per chunk: keep acc and tmp in cache
         tmp = np.empty((n, min(step, hi - lo), ow * cout), np.float32)
         for a in range(lo, hi, step):
             b = min(hi, a + step)
