@@ -14,9 +14,9 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import numpy as np  # noqa: E402
 
 from runtime import zoo  # noqa: E402
 from runtime.interpreter import Interpreter  # noqa: E402
@@ -64,6 +64,8 @@ def main(argv=None) -> int:
             rows.append((label, _median_ms(_litert(path, args.num_threads, resolver), args.runs)))
     print(f"model: {args.graph or 'zoo mobilenet_v1 1.0 224 float'}, threads: {args.num_threads}, "
           f"runs: {args.runs} (median ms per inference)")
+    # OpenBLAS's kernel choice (which the environment may pin) sets the testbed's GEMM speed.
+    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(auto-detect)')}")
     for label, ms in rows:
         print(f"  {label:34s} {ms:8.2f} ms")
     ours_ms = rows[0][1]
