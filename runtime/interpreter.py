@@ -10,7 +10,7 @@ import numpy as np
 from runtime import tflite_io
 from runtime.errors import ModelError
 from runtime.graph import Graph, Tensor
-from runtime.ops import KERNELS, Node
+from runtime.ops import Node, select_kernel
 from runtime.ops.parallel import set_num_threads
 
 __all__ = ["Interpreter", "SignatureRunner", "OpResolverType"]
@@ -59,10 +59,11 @@ class Interpreter:
     def _build_plan(graph: Graph):
         plan = []
         for i, op in enumerate(graph.ops):
-            kernel = KERNELS.get(op.type)
+            kernel = select_kernel(op, graph)
             if kernel is None:
-                raise ModelError(f"{graph.describe_op(i)} (version {op.version}) is not supported by the "
-                                 f"testbed's reference kernels")
+                types = "/".join(sorted({graph.tensors[t].dtype.name for t in op.inputs if t >= 0}))
+                raise ModelError(f"{graph.describe_op(i)} (version {op.version}, {types}) is not supported "
+                                 f"by the testbed's reference kernels")
             plan.append((kernel, Node(i, op, graph), op.inputs, op.outputs))
         return plan
 

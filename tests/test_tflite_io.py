@@ -77,7 +77,7 @@ def test_unknown_op_is_named_with_index():
     x = Tensor("x", (2, 3), DType.FLOAT32)
     y = Tensor("y", (2, 3), DType.FLOAT32)
     data = dumps(Graph((x, y), (Op(OpType.GELU, (0,), (1,)),), (0,), (1,)))
-    with pytest.raises(ModelError, match=r"op #0 GELU \(version 1\) is not supported"):
+    with pytest.raises(ModelError, match=r"op #0 GELU \(version 1, FLOAT32\) is not supported"):
         Interpreter(model_content=data)
 
 

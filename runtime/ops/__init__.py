@@ -1,4 +1,4 @@
-"""The explicit kernel registry: OpType -> float reference kernel, looked up once per plan."""
+"""The explicit kernel registries (float, 8-bit quantized, hybrid), and the choice among them per op."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from runtime.ops import conv, dense, elementwise as ew, lstm, pool, reduce, resi
 from runtime.ops.base import Kernel, Node
 from runtime.optypes import OpType
 
-__all__ = ["KERNELS", "Kernel", "Node"]
+__all__ = ["KERNELS", "QUANT_KERNELS", "HYBRID_KERNELS", "Kernel", "Node", "select_kernel"]
 
 KERNELS: dict[OpType, Kernel] = {
     OpType.ADD: ew.add,
@@ -68,3 +68,34 @@ KERNELS: dict[OpType, Kernel] = {
     OpType.DEQUANTIZE: ew.dequantize,
     OpType.UNIDIRECTIONAL_SEQUENCE_LSTM: lstm.unidirectional_sequence_lstm,
 }
+
+# Ops whose kernels only move or pick elements, so the same code serves every element type
+# (quantized tensors keep their input's scale and zero point through them).
+DTYPE_AGNOSTIC = frozenset({
+    OpType.RESHAPE, OpType.SQUEEZE, OpType.EXPAND_DIMS, OpType.TRANSPOSE, OpType.STRIDED_SLICE,
+    OpType.SLICE, OpType.SPLIT, OpType.SPLIT_V, OpType.PACK, OpType.UNPACK, OpType.SHAPE, OpType.GATHER,
+    OpType.DEPTH_TO_SPACE, OpType.SPACE_TO_DEPTH, OpType.PAD, OpType.PADV2, OpType.MIRROR_PAD,
+    OpType.CAST, OpType.DEQUANTIZE, OpType.MAXIMUM, OpType.MINIMUM, OpType.MAX_POOL_2D,
+})
+
+# 8-bit (int8/uint8) kernels, filled by runtime.ops.quantized when TFLite's integer path differs.
+QUANT_KERNELS: dict[OpType, Kernel] = {}
+
+# Float activations with 8-bit constant weights (dynamic-range quantization).
+HYBRID_KERNELS: dict[OpType, Kernel] = {}
+
+_EIGHT_BIT = ("int8", "uint8")
+
+
+def select_kernel(op, graph) -> Kernel | None:
+    """The kernel for one op, by the element types it sees; None when the testbed has none."""
+    first = next((graph.tensors[t] for t in op.inputs if t >= 0 and not graph.tensors[t].is_constant), None)
+    weights = graph.tensors[op.inputs[1]] if len(op.inputs) > 1 and op.inputs[1] >= 0 else None
+    if first is not None and first.dtype.np.name in _EIGHT_BIT and op.type not in (OpType.DEQUANTIZE,):
+        if op.type in QUANT_KERNELS:
+            return QUANT_KERNELS[op.type]
+        return KERNELS.get(op.type) if op.type in DTYPE_AGNOSTIC else None
+    if (first is not None and first.dtype.np.kind == "f" and weights is not None and weights.is_constant
+            and weights.dtype.np.name in _EIGHT_BIT and op.type in HYBRID_KERNELS):
+        return HYBRID_KERNELS[op.type]
+    return KERNELS.get(op.type)
