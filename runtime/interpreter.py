@@ -48,7 +48,7 @@ class Interpreter:
             graph = tflite_io.load(model_path) if model_path is not None else tflite_io.loads(model_content)
         self._graph = graph
         self._threads = 1 if num_threads in (None, -1) else num_threads
-        self._plan = self._build_plan(graph)
+        self._folded, self._plan = _split_constant(graph, self._build_plan(graph))
         self._shapes = [t.shape for t in graph.tensors]
         self._resized = False
         self._values: list[np.ndarray | None] | None = None
@@ -82,10 +82,12 @@ class Interpreter:
             values[t] = np.zeros(self._shapes[t], self._graph.tensors[t].dtype.np)
         self._values = values
         self.reset_all_variables()
+        self._run(self._folded)
         if self._resized:
-            self._run()  # learn every tensor's shape for the new input sizes
+            self._run(self._plan)  # learn every tensor's shape for the new input sizes
             self._shapes = [v.shape if v is not None else s for v, s in zip(self._values, self._shapes)]
             self.reset_all_variables()
+            self._run(self._folded)
 
     def reset_all_variables(self) -> None:
         if self._values is None:
@@ -172,7 +174,7 @@ class Interpreter:
     def invoke(self) -> None:
         if self._values is None:
             raise RuntimeError("Invoke called on model that is not ready.")
-        self._run()
+        self._run(self._plan)
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         t = self._check_index(tensor_index)
@@ -202,11 +204,11 @@ class Interpreter:
 
     # -- execution ------------------------------------------------------------------------------
 
-    def _run(self) -> None:
+    def _run(self, plan) -> None:
         set_num_threads(self._threads)
         values = self._values
         check = not self._resized
-        for kernel, node, ins, outs in self._plan:
+        for kernel, node, ins, outs in plan:
             args = [values[t] if t >= 0 else None for t in ins]
             while args and args[-1] is None:
                 args.pop()
@@ -222,6 +224,21 @@ class Interpreter:
                 raise node.fail(f"kernel produced {len(result)} outputs, the op declares {len(outs)}")
             for t, value in zip(outs, result):
                 values[t] = _conform(node, t, np.asarray(value), check)
+
+
+def _split_constant(graph: Graph, plan: list) -> tuple[list, list]:
+    """Ops that read only constants (DEQUANTIZE of fp16 weights, above all) run once when tensors
+    are allocated, as TFLite computes and persists them in Prepare; the rest run every invoke."""
+    known = {t for t, tensor in enumerate(graph.tensors) if tensor.is_constant and not tensor.is_variable}
+    folded, live = [], []
+    for step in plan:
+        ins = [t for t in step[2] if t >= 0]
+        if ins and all(t in known for t in ins):
+            folded.append(step)
+            known.update(step[3])
+        else:
+            live.append(step)
+    return folded, live
 
 
 def _type_name(dtype: np.dtype) -> str:
