@@ -1,24 +1,30 @@
-"""Split a vectorised kernel's output rows across worker threads (NumPy releases the GIL in ufuncs)."""
+"""Thread count for the kernels: BLAS threads, and a pool that splits vectorised kernels' output
+rows across threads (NumPy releases the GIL inside its ufuncs)."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-_state = {"threads": 1, "pool": None}
+from threadpoolctl import threadpool_limits
+
+_state = {"threads": 1, "pool": None, "blas_set": False}
 
 # Below this many output elements a second thread costs more in hand-off than it saves.
 MIN_PARALLEL_ELEMENTS = 64 * 1024
 
 
 def set_num_threads(n: int) -> None:
-    """Threads the elementwise kernels may use (BLAS keeps its own setting)."""
+    """Threads the kernels may use: BLAS (GEMMs) and the row-splitting pool alike, like
+    TFLite's num_threads. Changing it costs a little, so it is done only on a change."""
     n = max(1, int(n))
-    if n != _state["threads"]:
+    if n != _state["threads"] or not _state["blas_set"]:
         if _state["pool"] is not None:
             _state["pool"].shutdown(wait=True)
         _state["pool"] = ThreadPoolExecutor(max_workers=n - 1) if n > 1 else None
         _state["threads"] = n
+        threadpool_limits(n, user_api="blas")
+        _state["blas_set"] = True
 
 
 def num_threads() -> int:
