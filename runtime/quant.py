@@ -1,0 +1,95 @@
+"""TFLite's integer arithmetic as vectorised NumPy: multipliers, gemmlowp rounding, requantisation.
+
+Everything follows tflite/kernels/internal/common.h and quantization_util.cc in the default
+("double rounding") build, as LiteRT's reference kernels are compiled.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+RANGES = {np.dtype(np.int8): (-128, 127), np.dtype(np.uint8): (0, 255), np.dtype(np.int16): (-32768, 32767),
+          np.dtype(np.int32): (INT32_MIN, INT32_MAX)}
+
+
+def round_half_away(x) -> np.ndarray:
+    """std::round (TfLiteRound): halves go away from zero, unlike np.round's half-to-even.
+    Exact for float32 inputs widened to float64, and for doubles below 2**52."""
+    x = np.asarray(x, np.float64)
+    r = np.floor(np.abs(x))
+    r += (np.abs(x) - r) >= 0.5
+    return np.copysign(r, x)
+
+
+def quantize_multiplier(real) -> tuple[np.ndarray, np.ndarray]:
+    """QuantizeMultiplier: real ~= M * 2**(shift - 31), M in [2**30, 2**31) (elementwise)."""
+    real = np.asarray(real, np.float64)
+    q, shift = np.frexp(real)
+    m = round_half_away(q * 2.0**31).astype(np.int64)
+    carry = m == 2**31
+    m = np.where(carry, 2**30, m)
+    shift = np.where(carry, shift + 1, shift).astype(np.int64)
+    tiny = (shift < -31) | (real == 0)
+    return np.where(tiny, 0, m), np.where(tiny, 0, shift)
+
+
+def srdhm(a, b) -> np.ndarray:
+    """SaturatingRoundingDoublingHighMul: (a*b + 2**30) >> 31, saturating MIN*MIN to MAX."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    out = (a * b + (1 << 30)) >> 31
+    return np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, out)
+
+
+def rdbpot(x, exponent) -> np.ndarray:
+    """RoundingDivideByPOT: x / 2**exponent rounded half away from zero (0 <= exponent <= 31)."""
+    x = np.asarray(x, np.int64)
+    e = np.asarray(exponent, np.int64)
+    mask = (np.int64(1) << e) - 1
+    rem = x & mask
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> e) + (rem > threshold)
+
+
+def wrap32(x) -> np.ndarray:
+    """Two's-complement int32 wrap-around, as C's int32 arithmetic does."""
+    return ((np.asarray(x, np.int64) + 2**31) % 2**32) - 2**31
+
+
+def mbqm(x, m, shift) -> np.ndarray:
+    """MultiplyByQuantizedMultiplier: the pre-shift, a rounding high multiply, a rounding shift."""
+    shift = np.asarray(shift, np.int64)
+    left = np.maximum(shift, 0)
+    right = np.maximum(-shift, 0)
+    return rdbpot(srdhm(wrap32(np.asarray(x, np.int64) << left), m), right)
+
+
+def activation_range(act, scale: float, zero_point: int, dtype) -> tuple[int, int]:
+    """CalculateActivationRangeQuantized: the fused activation as integer clamp bounds."""
+    from runtime.options import Activation
+
+    qmin, qmax = RANGES[np.dtype(dtype)]
+
+    def q(v: float) -> int:
+        return zero_point + int(round_half_away(np.float32(v) / np.float32(scale)))
+
+    if act is Activation.RELU:
+        return max(qmin, q(0.0)), qmax
+    if act is Activation.RELU6:
+        return max(qmin, q(0.0)), min(qmax, q(6.0))
+    if act is Activation.RELU_N1_TO_1:
+        return max(qmin, q(-1.0)), min(qmax, q(1.0))
+    return qmin, qmax
+
+
+def quantize(x, scale, zero_point, dtype, axis: int | None = None) -> np.ndarray:
+    """float -> integer as TFLite's QUANTIZE: float32 division, ties away from zero, clamp."""
+    scale = np.asarray(scale, np.float32)
+    zero_point = np.asarray(zero_point, np.int64)
+    if axis is not None and scale.size > 1:
+        shape = [1] * np.ndim(x)
+        shape[axis] = -1
+        scale, zero_point = scale.reshape(shape), zero_point.reshape(shape)
+    q = round_half_away(np.asarray(x, np.float32) / scale) + zero_point
+    lo, hi = RANGES[np.dtype(dtype)]
+    return np.clip(q, lo, hi).astype(dtype)

@@ -1,0 +1,67 @@
+"""TFLite's fixed-point helpers against their defining C semantics, written out the slow way."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, strategies as st
+
+from runtime import quant
+
+i32 = st.integers(quant.INT32_MIN, quant.INT32_MAX)
+
+
+def c_srdhm(a: int, b: int) -> int:
+    # gemmlowp: nudge by sign, then C truncating division by 2**31.
+    if a == b == quant.INT32_MIN:
+        return quant.INT32_MAX
+    ab = a * b
+    nudge = (1 << 30) if ab >= 0 else 1 - (1 << 30)
+    v = ab + nudge
+    return int(v / 2**31) if abs(v) < 2**53 else (abs(v) // 2**31) * (1 if v >= 0 else -1)
+
+
+def c_rdbpot(x: int, e: int) -> int:
+    mask = (1 << e) - 1
+    rem = x & mask
+    thr = (mask >> 1) + (1 if x < 0 else 0)
+    return (x >> e) + (1 if rem > thr else 0)
+
+
+@given(i32, i32)
+def test_srdhm_matches_gemmlowp(a, b):
+    assert int(quant.srdhm(a, b)) == c_srdhm(a, b)
+
+
+@given(i32, st.integers(0, 31))
+def test_rdbpot_is_round_half_away(x, e):
+    assert int(quant.rdbpot(x, e)) == c_rdbpot(x, e)
+    exact = x / 2**e
+    assert int(quant.rdbpot(x, e)) == int(math.copysign(math.floor(abs(exact) + 0.5), exact)) or e > 52
+
+
+@given(st.floats(1e-9, 1e6, allow_nan=False))
+def test_quantize_multiplier_represents_the_real(real):
+    m, shift = quant.quantize_multiplier(real)
+    m, shift = int(m), int(shift)
+    if m:
+        assert 2**30 <= m < 2**31
+        assert abs(m * 2.0 ** (shift - 31) - real) <= real * 2**-30
+
+
+def test_quantize_multiplier_examples():
+    assert [int(v) for v in quant.quantize_multiplier(1.0)] == [2**30, 1]
+    assert [int(v) for v in quant.quantize_multiplier(0.5)] == [2**30, 0]
+    assert [int(v) for v in quant.quantize_multiplier(0.0)] == [0, 0]
+
+
+def test_round_half_away_differs_from_numpy_on_ties():
+    x = np.array([0.5, 1.5, 2.5, -0.5, -2.5], np.float32)
+    np.testing.assert_array_equal(quant.round_half_away(x), [1, 2, 3, -1, -3])
+
+
+@given(st.integers(-(2**24), 2**24), st.floats(1e-4, 0.99))
+def test_mbqm_approximates_real_product(x, real):
+    m, shift = quant.quantize_multiplier(real)
+    assert abs(int(quant.mbqm(x, m, shift)) - x * real) <= 1.0
