@@ -47,22 +47,28 @@ def _im2col(node: Node, xp: np.ndarray, oh: int, ow: int, kh: int, kw: int) -> n
     return cols.reshape(n * oh * ow, kh * kw * c)
 
 
-def conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+def conv_sums(node: Node, x: np.ndarray, w: np.ndarray, matmul=np.matmul) -> np.ndarray:
+    """Σ over taps and input channels, as rows [N*OH*OW, Cout]; zero padding; no bias.
+    `matmul` lets the integer kernels swap in their exact product."""
     o = node.options
     cout, kh, kw, cin = w.shape
     if x.shape[3] != cin:
         raise node.fail(f"input has {x.shape[3]} channels, filter expects {cin} (grouped conv unsupported)")
     oh, ow, pads = _geometry(node, x.shape, kh, kw)
-    w2 = node.cached("w2", lambda: np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(kh * kw * cin, cout)))
-    n = x.shape[0]
+    w2 = node.cached("w2", lambda: np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(kh * kw * cin, cout),
+                                                         dtype=np.float32))
     if kh == kw == 1 and o.stride_h == o.stride_w == 1 and not any(pads):
         cols = x.reshape(-1, cin)
     else:
         cols = _im2col(node, _padded(node, x, pads), oh, ow, kh, kw)
-    out = np.matmul(cols, w2, out=node.buffer("out", (cols.shape[0], cout)))
+    return matmul(cols, w2, out=node.buffer("out", (cols.shape[0], cout))), (x.shape[0], oh, ow, cout)
+
+
+def conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    out, shape = conv_sums(node, x, w)
     if bias is not None:
         out += bias
-    return activate(out.reshape(n, oh, ow, cout), o.fused_activation_function)
+    return activate(out.reshape(shape), node.options.fused_activation_function)
 
 
 def _phases(xp: np.ndarray, sh: int, sw: int) -> dict[tuple[int, int], np.ndarray]:
@@ -74,6 +80,12 @@ def _phases(xp: np.ndarray, sh: int, sw: int) -> dict[tuple[int, int], np.ndarra
 
 
 def depthwise_conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    out = depthwise_sums(node, x, w, bias)
+    return activate(out, node.options.fused_activation_function)
+
+
+def depthwise_sums(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """Per-channel Σ over taps (+ bias), zero padding, float32 [N, OH, OW, Cout]."""
     o = node.options
     _, kh, kw, cout = w.shape
     n, cin = x.shape[0], x.shape[3]
@@ -86,11 +98,12 @@ def depthwise_conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray
     sh, sw, dh, dw = o.stride_h, o.stride_w, o.dilation_h_factor, o.dilation_w_factor
     planes = _phases(_padded(node, x, pads), sh, sw)
     # Per tap: (plane, row offset, column offset, weights tiled along the output row).
-    wrow = node.cached("wrow", lambda: np.tile(w[0][:, :, None, :], (1, 1, ow, 1)).reshape(kh, kw, ow * cout))
+    wrow = node.cached("wrow", lambda: np.tile(w[0][:, :, None, :].astype(np.float32), (1, 1, ow, 1))
+                       .reshape(kh, kw, ow * cout))
     taps = [(planes[(ky * dh % sh, kx * dw % sw)], ky * dh // sh, kx * dw // sw, wrow[ky, kx])
             for ky in range(kh) for kx in range(kw)]
     out = node.buffer("out", (n, oh, ow * cout))
-    brow = None if bias is None else node.cached("brow", lambda: np.tile(bias, ow))
+    brow = None if bias is None else node.cached("brow", lambda: np.tile(bias.astype(np.float32), ow))
 
     def rows(lo: int, hi: int) -> None:
         step = max(1, 65536 // (ow * cout))  # rows per chunk: keep acc and tmp in cache
@@ -109,11 +122,20 @@ def depthwise_conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray
                 acc += brow
 
     row_split(rows, oh, out.size)
-    return activate(out.reshape(n, oh, ow, cout), o.fused_activation_function)
+    return out.reshape(n, oh, ow, cout)
 
 
 def transpose_conv(node: Node, output_shape: np.ndarray, w: np.ndarray, x: np.ndarray,
                    bias: np.ndarray | None = None) -> np.ndarray:
+    out = transpose_sums(node, output_shape, w, x)
+    if bias is not None:
+        out += bias
+    return activate(out, node.options.fused_activation_function)
+
+
+def transpose_sums(node: Node, output_shape: np.ndarray, w: np.ndarray, x: np.ndarray,
+                   matmul=np.matmul) -> np.ndarray:
+    """Scatter every input pixel's products into the output (col2im), cropped by the padding."""
     o = node.options
     cout, kh, kw, cin = w.shape
     n, h, wd, _ = x.shape
@@ -121,16 +143,13 @@ def transpose_conv(node: Node, output_shape: np.ndarray, w: np.ndarray, x: np.nd
     pt, _ = pad_before(o.padding, oh, kh, o.stride_h)
     pl, _ = pad_before(o.padding, ow, kw, o.stride_w)
     w2 = node.cached("w2", lambda: np.ascontiguousarray(w.reshape(cout, kh * kw, cin).transpose(2, 1, 0)
-                                                         .reshape(cin, kh * kw * cout)))
-    cols = (x.reshape(-1, cin) @ w2).reshape(n, h, wd, kh, kw, cout)
+                                                         .reshape(cin, kh * kw * cout), dtype=np.float32))
+    cols = matmul(x.reshape(-1, cin), w2).reshape(n, h, wd, kh, kw, cout)
     ch = max((h - 1) * o.stride_h + kh, pt + oh)
     cw = max((wd - 1) * o.stride_w + kw, pl + ow)
-    canvas = np.zeros((n, ch, cw, cout), np.float32)
+    canvas = np.zeros((n, ch, cw, cout), cols.dtype)
     for ky in range(kh):
         for kx in range(kw):
             canvas[:, ky:ky + o.stride_h * (h - 1) + 1:o.stride_h,
                    kx:kx + o.stride_w * (wd - 1) + 1:o.stride_w, :] += cols[:, :, :, ky, kx, :]
-    out = np.ascontiguousarray(canvas[:, pt:pt + oh, pl:pl + ow, :])
-    if bias is not None:
-        out += bias
-    return activate(out, o.fused_activation_function)
+    return np.ascontiguousarray(canvas[:, pt:pt + oh, pl:pl + ow, :])
