@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.ops import conv, dense, elementwise as ew, lstm, pool, reduce, resize, shape, softmax
+from runtime.ops import conv, dense, elementwise as ew, lstm, pool, qconv, reduce, resize, shape, softmax
 from runtime.ops.base import Kernel, Node
 from runtime.optypes import OpType
 
@@ -78,8 +78,13 @@ DTYPE_AGNOSTIC = frozenset({
     OpType.CAST, OpType.DEQUANTIZE, OpType.MAXIMUM, OpType.MINIMUM, OpType.MAX_POOL_2D,
 })
 
-# 8-bit (int8/uint8) kernels, filled by runtime.ops.quantized when TFLite's integer path differs.
-QUANT_KERNELS: dict[OpType, Kernel] = {}
+# 8-bit (int8/uint8) kernels, where TFLite's integer arithmetic differs from the float kernel's.
+QUANT_KERNELS: dict[OpType, Kernel] = {
+    OpType.CONV_2D: qconv.conv_2d,
+    OpType.DEPTHWISE_CONV_2D: qconv.depthwise_conv_2d,
+    OpType.TRANSPOSE_CONV: qconv.transpose_conv,
+    OpType.FULLY_CONNECTED: qconv.fully_connected,
+}
 
 # Float activations with 8-bit constant weights (dynamic-range quantization).
 HYBRID_KERNELS: dict[OpType, Kernel] = {}

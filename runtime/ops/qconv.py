@@ -1,0 +1,130 @@
+"""8-bit CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV and FULLY_CONNECTED, bit-exact with TFLite's
+reference kernels: exact integer sums (float BLAS on chunks small enough to stay exact), then the
+requantisation each kernel uses (see tflite-integer-arithmetic §2.1-2.3, §2.18)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime import quant
+from runtime.ops import conv
+from runtime.ops.base import Node
+
+_EXACT = 2**24  # float32 holds every integer up to this exactly
+
+
+def exact_matmul(bound: int, wide: bool = False):
+    """A matmul on integer-valued float32 operands whose products are at most `bound` in size:
+    K is cut into chunks whose partial sums stay exact in float32, summed in float64."""
+    chunk = max(1, _EXACT // bound)
+
+    def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if a.shape[-1] <= chunk:
+            return np.matmul(a, b).astype(np.float64) if wide else np.matmul(a, b, out=out)
+        total = np.zeros(a.shape[:-1] + b.shape[-1:], np.float64)
+        for lo in range(0, a.shape[-1], chunk):
+            total += np.matmul(a[..., lo:lo + chunk], b[lo:lo + chunk])
+        return total
+
+    return matmul
+
+
+def _offset(q: np.ndarray, zero_point: int) -> np.ndarray:
+    return q.astype(np.float32) - np.float32(zero_point)
+
+
+def _bound(x: np.ndarray, subtract_weight_zp: bool) -> int:
+    """Largest |(x - zp_x)(w - zp_w)|: 255 * 128 for int8 weights, 255 * 255 once zp_w is subtracted."""
+    return 255 * (255 if subtract_weight_zp else 128)
+
+
+def _weights(node: Node, w: np.ndarray, subtract_zp: bool) -> np.ndarray:
+    def make():
+        q = node.input(1).quant
+        zp = np.asarray(q.zero_point, np.float32) if subtract_zp else np.float32(0)
+        if subtract_zp and q.per_channel:
+            shape = [1] * w.ndim
+            shape[q.axis] = -1
+            zp = zp.reshape(shape)
+        return w.astype(np.float32) - zp
+    return node.cached("wq", make)
+
+
+def _multipliers(node: Node, channels: int, float32_product: bool):
+    """Per output channel (M, shift) for s_in * s_w[c] / s_out (§1.6)."""
+    def make():
+        s_in = node.input(_data_input(node)).quant.scale[0]
+        s_out = node.output().quant.scale[0]
+        s_w = np.broadcast_to(np.asarray(node.input(1).quant.scale, np.float64), (channels,))
+        if float32_product:
+            real = (np.float32(s_in) * s_w.astype(np.float32)).astype(np.float64) / np.float64(s_out)
+        else:
+            real = np.float64(s_in) * s_w / np.float64(s_out)
+        return quant.quantize_multiplier(real)
+    return node.cached("multipliers", make)
+
+
+def _data_input(node: Node) -> int:
+    return 2 if node.op.type.name == "TRANSPOSE_CONV" else 0
+
+
+def _finish(node: Node, acc: np.ndarray, bias, m, sh, dtype) -> np.ndarray:
+    """int32 accumulator + bias -> requantised, offset by zp_out, clamped to the activation range."""
+    acc = acc.astype(np.int64)
+    if bias is not None:
+        acc += bias.astype(np.int64)
+    y = node.output().quant
+    lo, hi = quant.activation_range(node.options.fused_activation_function, y.scale[0], y.zero_point[0], dtype)
+    return np.clip(quant.mbqm(acc, m, sh) + y.zero_point[0], lo, hi).astype(dtype)
+
+
+def conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    legacy = x.dtype == np.uint8  # uint8 subtracts zp_w and forms the scale product in float32
+    wf = _weights(node, w, subtract_zp=legacy)
+    sums, shape = conv.conv_sums(node, _offset(x, node.input(0).quant.zero_point[0]), wf,
+                                 exact_matmul(_bound(x, legacy)))
+    m, sh = _multipliers(node, w.shape[0], float32_product=legacy)
+    return _finish(node, sums.reshape(shape), bias, m, sh, x.dtype)
+
+
+def depthwise_conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    legacy = x.dtype == np.uint8
+    if w.shape[1] * w.shape[2] * _bound(x, legacy) > _EXACT:
+        raise node.fail(f"filter {w.shape[1]}x{w.shape[2]} is too large for exact float32 sums")
+    wf = _weights(node, w, subtract_zp=legacy)
+    sums = conv.depthwise_sums(node, _offset(x, node.input(0).quant.zero_point[0]), wf)
+    m, sh = _multipliers(node, w.shape[3], float32_product=legacy)
+    return _finish(node, sums, bias, m, sh, x.dtype)
+
+
+def transpose_conv(node: Node, output_shape: np.ndarray, w: np.ndarray, x: np.ndarray,
+                   bias: np.ndarray | None = None) -> np.ndarray:
+    legacy = x.dtype == np.uint8
+    wf = _weights(node, w, subtract_zp=legacy)
+    sums = conv.transpose_sums(node, output_shape, wf, _offset(x, node.input(2).quant.zero_point[0]),
+                               exact_matmul(_bound(x, legacy), wide=True))
+    m, sh = _multipliers(node, w.shape[0], float32_product=legacy)
+    return _finish(node, sums, bias, m, sh, x.dtype)
+
+
+def fully_connected(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """The reference kernel requantises in double: round(acc * s_in * s_w / s_out) (§2.3)."""
+    o = node.options
+    wq = node.input(1).quant
+    units, depth = w.shape
+    subtract = not wq.per_channel  # per-channel int8 ignores the weight zero point
+    wt = node.cached("wt", lambda: np.ascontiguousarray(_weights(node, w, subtract).T))
+    acc = exact_matmul(_bound(x, subtract), wide=True)(_offset(x, node.input(0).quant.zero_point[0])
+                                                       .reshape(-1, depth), wt)
+    if bias is not None:
+        acc += bias.astype(np.float64)
+    y = node.output().quant
+
+    def effective():
+        s_w = np.broadcast_to(np.asarray(wq.scale, np.float64), (units,))
+        return np.float64(node.input(0).quant.scale[0]) * s_w / np.float64(y.scale[0])
+
+    q = quant.round_half_away(acc * node.cached("effective", effective)) + y.zero_point[0]
+    lo, hi = quant.activation_range(o.fused_activation_function, y.scale[0], y.zero_point[0], x.dtype)
+    out = np.clip(q, lo, hi).astype(x.dtype)
+    return out.reshape(*x.shape[:-1], units) if o.keep_num_dims else out
