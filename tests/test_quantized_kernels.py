@@ -100,6 +100,128 @@ MAKERS = {
 }
 
 
+# -- elementwise, pooling, softmax, data movement --------------------------------------------------
+
+from runtime.options import (AddOptions, ConcatenationOptions, LeakyReluOptions, MulOptions,  # noqa: E402
+                             Pool2DOptions, ReducerOptions, ResizeBilinearOptions, SoftmaxOptions, SubOptions)
+
+
+def _rand_q(rng, lo=0.005, hi=0.2):
+    return float(rng.uniform(lo, hi)), int(rng.integers(-30, 30))
+
+
+def _unary(op_type, options=None, fixed_out=None, same=False, version=2, shape=(1, 5, 7, 6)):
+    def make(rng):
+        s_in, zp_in = _rand_q(rng)
+        s_out, zp_out = fixed_out or ((s_in, zp_in) if same else _rand_q(rng))
+        if op_type is OpType.HARD_SWISH:
+            s_out = max(s_out, s_in)
+        x = qt("x", shape, DType.INT8, s_in, zp_in)
+        y = qt("y", shape, DType.INT8, s_out, zp_out)
+        opts = options(rng) if callable(options) else options
+        return Graph((x, y), (Op(op_type, (0,), (1,), opts, version=version),), (0,), (1,))
+    return make
+
+
+def _binary(op_type, options):
+    def make(rng):
+        shapes = [((1, 4, 5, 3), (1, 4, 5, 3)), ((1, 4, 5, 3), (3,)), ((1, 4, 1, 3), (1, 1, 5, 1)), ((2, 3), ())]
+        a_shape, b_shape = shapes[int(rng.integers(0, len(shapes)))]
+        (sa, za), (sb, zb), (so, zo) = _rand_q(rng), _rand_q(rng, 0.001, 0.5), _rand_q(rng, 0.02, 0.5)
+        a, b = qt("a", a_shape, DType.INT8, sa, za), qt("b", b_shape, DType.INT8, sb, zb)
+        out_shape = np.broadcast_shapes(a_shape, b_shape)
+        y = qt("y", out_shape, DType.INT8, so, zo)
+        act = Activation([0, 1, 3][int(rng.integers(0, 3))])
+        return Graph((a, b, y), (Op(op_type, (0, 1), (2,), options(act), version=2),), (0, 1), (2,))
+    return make
+
+
+def _pool(op_type):
+    def options(rng):
+        k, s = int(rng.integers(1, 4)), int(rng.integers(1, 3))
+        return Pool2DOptions(Padding(int(rng.integers(0, 2))), s, s, k, k,
+                             Activation([0, 1, 3][int(rng.integers(0, 3))]))
+
+    def make(rng):
+        opts = options(rng)
+        s, zp = _rand_q(rng)
+        h, w = 7, 6
+        oh = -(-h // opts.stride_h) if opts.padding is Padding.SAME else (h - opts.filter_height) // opts.stride_h + 1
+        ow = -(-w // opts.stride_w) if opts.padding is Padding.SAME else (w - opts.filter_width) // opts.stride_w + 1
+        x, y = qt("x", (1, h, w, 3), DType.INT8, s, zp), qt("y", (1, oh, ow, 3), DType.INT8, s, zp)
+        return Graph((x, y), (Op(op_type, (0,), (1,), opts, version=2),), (0,), (1,))
+    return make
+
+
+def _mean(rng):
+    axes = [(1, 2), (3,), (1,), (0, 1, 2, 3)][int(rng.integers(0, 4))]
+    keep = bool(rng.integers(0, 2))
+    shape = (1, 6, 5, 4)
+    out = tuple(1 if i in axes else d for i, d in enumerate(shape)) if keep else \
+        tuple(d for i, d in enumerate(shape) if i not in axes)
+    (si, zi), (so, zo) = _rand_q(rng), _rand_q(rng)
+    ax = Tensor("axes", (len(axes),), DType.INT32, data=np.array(axes, np.int32))
+    x, y = qt("x", shape, DType.INT8, si, zi), qt("y", out, DType.INT8, so, zo)
+    return Graph((x, ax, y), (Op(OpType.MEAN, (0, 1), (2,), ReducerOptions(keep), version=2),), (0,), (2,))
+
+
+def _concat(rng):
+    s, zp = _rand_q(rng)
+    xs = [qt(f"x{k}", (1, 3, 4, c), DType.INT8, s, zp) for k, c in enumerate((2, 5, 1))]
+    y = qt("y", (1, 3, 4, 8), DType.INT8, s, zp)
+    return Graph((*xs, y), (Op(OpType.CONCATENATION, (0, 1, 2), (3,), ConcatenationOptions(axis=-1), version=2),),
+                 (0, 1, 2), (3,))
+
+
+def _resize(rng):
+    align, half = [(False, False), (True, False), (False, True)][int(rng.integers(0, 3))]
+    oh, ow = int(rng.integers(2, 12)), int(rng.integers(2, 12))
+    s, zp = _rand_q(rng)
+    x = qt("x", (1, 5, 4, 3), DType.INT8, s, zp)
+    size = Tensor("size", (2,), DType.INT32, data=np.array([oh, ow], np.int32))
+    y = qt("y", (1, oh, ow, 3), DType.INT8, s, zp)
+    op = Op(OpType.RESIZE_BILINEAR, (0, 1), (2,), ResizeBilinearOptions(align, half), version=3)
+    return Graph((x, size, y), (op,), (0,), (2,))
+
+
+def _prelu(rng):
+    (si, zi), (sa, za), (so, zo) = _rand_q(rng), _rand_q(rng, 0.001, 0.01), _rand_q(rng)
+    alpha = qt("alpha", (1, 1, 6), DType.INT8, sa, za, rng.integers(-128, 128, (1, 1, 6)).astype(np.int8))
+    x, y = qt("x", (1, 5, 7, 6), DType.INT8, si, zi), qt("y", (1, 5, 7, 6), DType.INT8, so, zo)
+    return Graph((x, alpha, y), (Op(OpType.PRELU, (0, 1), (2,), None, version=1),), (0,), (2,))
+
+
+def _quantize_float(rng):
+    s, zp = _rand_q(rng)
+    x = Tensor("x", (1, 5, 6), DType.FLOAT32)
+    y = qt("y", (1, 5, 6), DType.INT8, s, zp)
+    return Graph((x, y), (Op(OpType.QUANTIZE, (0,), (1,), None, version=1),), (0,), (1,))
+
+
+MAKERS.update({
+    "add": _binary(OpType.ADD, lambda a: AddOptions(a)),
+    "sub": _binary(OpType.SUB, lambda a: SubOptions(a)),
+    "mul": _binary(OpType.MUL, lambda a: MulOptions(a)),
+    "relu": _unary(OpType.RELU),
+    "relu6": _unary(OpType.RELU6),
+    "relu_n1_to_1": _unary(OpType.RELU_N1_TO_1, version=1),
+    "leaky_relu": _unary(OpType.LEAKY_RELU, lambda rng: LeakyReluOptions(float(rng.uniform(0.01, 0.5)))),
+    "prelu": _prelu,
+    "logistic": _unary(OpType.LOGISTIC, fixed_out=(1 / 256, -128)),
+    "tanh": _unary(OpType.TANH, fixed_out=(1 / 128, 0)),
+    "hard_swish": _unary(OpType.HARD_SWISH, version=1),
+    "softmax": _unary(OpType.SOFTMAX, lambda rng: SoftmaxOptions(float(rng.choice([1.0, 0.5]))),
+                      fixed_out=(1 / 256, -128)),
+    "quantize_requant": _unary(OpType.QUANTIZE, version=2),
+    "quantize_float": _quantize_float,
+    "average_pool_2d": _pool(OpType.AVERAGE_POOL_2D),
+    "max_pool_2d": _pool(OpType.MAX_POOL_2D),
+    "mean": _mean,
+    "concatenation": _concat,
+    "resize_bilinear": _resize,
+})
+
+
 @pytest.mark.parametrize("op", sorted(MAKERS))
 def test_bit_exact_with_litert_reference(op):
     with tempfile.TemporaryDirectory() as tmp:
@@ -109,8 +231,11 @@ def test_bit_exact_with_litert_reference(op):
             g = MAKERS[op](rng)
             path = os.path.join(tmp, f"{op}_{seed}.tflite")
             save(g, path)
-            x = g.tensors[g.inputs[0]]
-            feeds = {g.inputs[0]: rng.integers(-128, 128, x.shape).astype(np.int8)}
+            feeds = {}
+            for t in g.inputs:
+                x = g.tensors[t]
+                feeds[t] = (rng.standard_normal(x.shape).astype(np.float32) * 3 if x.dtype is DType.FLOAT32
+                            else rng.integers(-128, 128, x.shape).astype(np.int8))
             jobs.append((path, feeds))
             graphs.append(g)
         results = run_litert(jobs, resolvers=("BUILTIN_REF",))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from runtime.ops import conv, dense, elementwise as ew, lstm, pool, qconv, reduce, resize, shape, softmax
+from runtime.ops import (conv, dense, elementwise as ew, lstm, pool, qconv, qdata, qelementwise as qew, qpool,
+                         qsoftmax, reduce, resize, shape, softmax)
 from runtime.ops.base import Kernel, Node
 from runtime.optypes import OpType
 
@@ -75,7 +76,7 @@ DTYPE_AGNOSTIC = frozenset({
     OpType.RESHAPE, OpType.SQUEEZE, OpType.EXPAND_DIMS, OpType.TRANSPOSE, OpType.STRIDED_SLICE,
     OpType.SLICE, OpType.SPLIT, OpType.SPLIT_V, OpType.PACK, OpType.UNPACK, OpType.SHAPE, OpType.GATHER,
     OpType.DEPTH_TO_SPACE, OpType.SPACE_TO_DEPTH, OpType.PAD, OpType.PADV2, OpType.MIRROR_PAD,
-    OpType.CAST, OpType.DEQUANTIZE, OpType.MAXIMUM, OpType.MINIMUM, OpType.MAX_POOL_2D,
+    OpType.CAST, OpType.DEQUANTIZE, OpType.MAXIMUM, OpType.MINIMUM, OpType.RESIZE_NEAREST_NEIGHBOR,
 })
 
 # 8-bit (int8/uint8) kernels, where TFLite's integer arithmetic differs from the float kernel's.
@@ -84,6 +85,24 @@ QUANT_KERNELS: dict[OpType, Kernel] = {
     OpType.DEPTHWISE_CONV_2D: qconv.depthwise_conv_2d,
     OpType.TRANSPOSE_CONV: qconv.transpose_conv,
     OpType.FULLY_CONNECTED: qconv.fully_connected,
+    OpType.ADD: qew.add,
+    OpType.SUB: qew.sub,
+    OpType.MUL: qew.mul,
+    OpType.RELU: qew.relu,
+    OpType.RELU6: qew.relu6,
+    OpType.RELU_N1_TO_1: qew.relu_n1_to_1,
+    OpType.PRELU: qew.prelu,
+    OpType.LEAKY_RELU: qew.leaky_relu,
+    OpType.LOGISTIC: qew.logistic,
+    OpType.TANH: qew.tanh,
+    OpType.HARD_SWISH: qew.hard_swish,
+    OpType.QUANTIZE: qew.quantize,
+    OpType.AVERAGE_POOL_2D: qpool.average_pool_2d,
+    OpType.MAX_POOL_2D: qpool.max_pool_2d,
+    OpType.MEAN: qpool.mean,
+    OpType.SOFTMAX: qsoftmax.softmax,
+    OpType.CONCATENATION: qdata.concatenation,
+    OpType.RESIZE_BILINEAR: qdata.resize_bilinear,
 }
 
 # Float activations with 8-bit constant weights (dynamic-range quantization).
@@ -103,4 +122,6 @@ def select_kernel(op, graph) -> Kernel | None:
     if (first is not None and first.dtype.np.kind == "f" and weights is not None and weights.is_constant
             and weights.dtype.np.name in _EIGHT_BIT and op.type in HYBRID_KERNELS):
         return HYBRID_KERNELS[op.type]
+    if op.type is OpType.QUANTIZE:
+        return QUANT_KERNELS[op.type]
     return KERNELS.get(op.type)

@@ -1,0 +1,53 @@
+"""8-bit pooling and MEAN as TFLite's reference kernels compute them (§2.7-2.9)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime import quant
+from runtime.ops import pool
+from runtime.ops.base import Node
+
+
+def _clamp(node: Node, v: np.ndarray, dtype) -> np.ndarray:
+    y = node.output().quant
+    lo, hi = quant.activation_range(node.options.fused_activation_function, y.scale[0], y.zero_point[0], dtype)
+    return np.clip(v, lo, hi).astype(dtype)
+
+
+def average_pool_2d(node: Node, x: np.ndarray) -> np.ndarray:
+    """Sum of raw q over in-image elements, divided by their count with rounding (no rescale)."""
+    views, geom = pool._windows(node, x.astype(np.int64), 0)
+    acc = views[0].copy()
+    for v in views[1:]:
+        acc += v
+    n = node.cached("counts_int", lambda: pool._counts(node, geom).astype(np.int64))
+    if x.dtype == np.int8:  # round half away from zero, in C integer division
+        avg = np.where(acc > 0, (acc + n // 2) // n, -((-acc + n // 2) // n))
+    else:
+        avg = (acc + n // 2) // n
+    return _clamp(node, avg, x.dtype)
+
+
+def max_pool_2d(node: Node, x: np.ndarray) -> np.ndarray:
+    views, _ = pool._windows(node, x, np.iinfo(x.dtype).min)
+    out = views[0].copy()
+    for v in views[1:]:
+        np.maximum(out, v, out=out)
+    return _clamp(node, out, x.dtype)
+
+
+def mean(node: Node, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
+    """Integer sum, 1/N folded into the multiplier, MBQM; no fused activation (§2.9)."""
+    from runtime.ops.reduce import _axes
+
+    axes = _axes(node, x, axis)
+    xq, yq = node.input(0).quant, node.output().quant
+    n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
+    s = np.sum(x.astype(np.int64), axis=axes, keepdims=bool(node.options.keep_dims))
+    m, sh = (int(v) for v in quant.quantize_multiplier(np.float64(xq.scale[0]) / np.float64(yq.scale[0])))
+    k = min(n.bit_length() - 1, 32, 31 + sh)
+    m, sh = (m << k) // n, sh - k
+    lo, hi = quant.RANGES[x.dtype]
+    v = quant.mbqm(s - xq.zero_point[0] * n, m, sh) + yq.zero_point[0]
+    return np.clip(v, lo, hi).astype(x.dtype)
