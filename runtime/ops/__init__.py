@@ -77,6 +77,7 @@ DTYPE_AGNOSTIC = frozenset({
     OpType.SLICE, OpType.SPLIT, OpType.SPLIT_V, OpType.PACK, OpType.UNPACK, OpType.SHAPE, OpType.GATHER,
     OpType.DEPTH_TO_SPACE, OpType.SPACE_TO_DEPTH, OpType.PAD, OpType.PADV2, OpType.MIRROR_PAD,
     OpType.CAST, OpType.DEQUANTIZE, OpType.MAXIMUM, OpType.MINIMUM, OpType.RESIZE_NEAREST_NEIGHBOR,
+    OpType.REDUCE_MAX, OpType.REDUCE_MIN,
 })
 
 # 8-bit (int8/uint8) kernels, where TFLite's integer arithmetic differs from the float kernel's.
@@ -100,6 +101,7 @@ QUANT_KERNELS: dict[OpType, Kernel] = {
     OpType.AVERAGE_POOL_2D: qpool.average_pool_2d,
     OpType.MAX_POOL_2D: qpool.max_pool_2d,
     OpType.MEAN: qpool.mean,
+    OpType.SUM: qpool.sum_,
     OpType.SOFTMAX: qsoftmax.softmax,
     OpType.CONCATENATION: qdata.concatenation,
     OpType.RESIZE_BILINEAR: qdata.resize_bilinear,

@@ -39,6 +39,15 @@ def max_pool_2d(node: Node, x: np.ndarray) -> np.ndarray:
 
 def mean(node: Node, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
     """Integer sum, 1/N folded into the multiplier, MBQM; no fused activation (§2.9)."""
+    return _mean_or_sum(node, x, axis, divide=True)
+
+
+def sum_(node: Node, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
+    """SUM shares MEAN's integer path without the 1/N fold (QuantizedMeanOrSum)."""
+    return _mean_or_sum(node, x, axis, divide=False)
+
+
+def _mean_or_sum(node: Node, x: np.ndarray, axis: np.ndarray, divide: bool) -> np.ndarray:
     from runtime.ops.reduce import _axes
 
     axes = _axes(node, x, axis)
@@ -46,8 +55,9 @@ def mean(node: Node, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
     n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     s = np.sum(x.astype(np.int64), axis=axes, keepdims=bool(node.options.keep_dims))
     m, sh = (int(v) for v in quant.quantize_multiplier(np.float64(xq.scale[0]) / np.float64(yq.scale[0])))
-    k = min(n.bit_length() - 1, 32, 31 + sh)
-    m, sh = (m << k) // n, sh - k
+    if divide:
+        k = min(n.bit_length() - 1, 32, 31 + sh)
+        m, sh = (m << k) // n, sh - k
     lo, hi = quant.RANGES[x.dtype]
     v = quant.mbqm(s - xq.zero_point[0] * n, m, sh) + yq.zero_point[0]
     return np.clip(v, lo, hi).astype(x.dtype)
