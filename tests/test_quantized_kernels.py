@@ -208,7 +208,22 @@ def _quantize_float(rng):
     return Graph((x, y), (Op(OpType.QUANTIZE, (0,), (1,), None, version=1),), (0,), (1,))
 
 
+def _batch_matmul(rng):
+    adj_x, adj_y = bool(rng.integers(0, 2)), bool(rng.integers(0, 2))
+    m, k, n = (int(v) for v in rng.integers(1, 9, 3))
+    a_shape = (2, k, m) if adj_x else (2, m, k)
+    b_shape = (k, n) if not adj_y else (n, k)
+    (sa, za), (sb, zb), (so, zo) = _rand_q(rng), _rand_q(rng), _rand_q(rng, 0.05, 1.0)
+    a, b = qt("a", a_shape, DType.INT8, sa, za), qt("b", (1, *b_shape), DType.INT8, sb, zb)
+    y = qt("y", (2, m, n), DType.INT8, so, zo)
+    from runtime.options import BatchMatMulOptions
+    return Graph((a, b, y), (Op(OpType.BATCH_MATMUL, (0, 1), (2,), BatchMatMulOptions(adj_x, adj_y), version=2),),
+                 (0, 1), (2,))
+
+
 MAKERS.update({
+    "batch_matmul": _batch_matmul,
+    "squared_difference": _binary(OpType.SQUARED_DIFFERENCE, lambda a: None),
     "add": _binary(OpType.ADD, lambda a: AddOptions(a)),
     "sub": _binary(OpType.SUB, lambda a: SubOptions(a)),
     "mul": _binary(OpType.MUL, lambda a: MulOptions(a)),

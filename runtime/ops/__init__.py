@@ -86,6 +86,8 @@ QUANT_KERNELS: dict[OpType, Kernel] = {
     OpType.DEPTHWISE_CONV_2D: qconv.depthwise_conv_2d,
     OpType.TRANSPOSE_CONV: qconv.transpose_conv,
     OpType.FULLY_CONNECTED: qconv.fully_connected,
+    OpType.BATCH_MATMUL: qconv.batch_matmul,
+    OpType.SQUARED_DIFFERENCE: qew.squared_difference,
     OpType.ADD: qew.add,
     OpType.SUB: qew.sub,
     OpType.MUL: qew.mul,

@@ -128,3 +128,20 @@ def fully_connected(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray |
     lo, hi = quant.activation_range(o.fused_activation_function, y.scale[0], y.zero_point[0], x.dtype)
     out = np.clip(q, lo, hi).astype(x.dtype)
     return out.reshape(*x.shape[:-1], units) if o.keep_num_dims else out
+
+
+def batch_matmul(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Exact integer products of offset operands, one MBQM with s_a * s_b (float32) / s_out."""
+    o = node.options
+    qa, qb, y = node.input(0).quant, node.input(1).quant, node.output().quant
+    fa, fb = _offset(a, qa.zero_point[0]), _offset(b, qb.zero_point[0])
+    if o.adj_x:
+        fa = np.swapaxes(fa, -1, -2)
+    if o.adj_y:
+        fb = np.swapaxes(fb, -1, -2)
+    k = fa.shape[-1]
+    acc = np.matmul(fa.astype(np.float64), fb.astype(np.float64)) if k * 65025 > _EXACT else np.matmul(fa, fb)
+    m, sh = node.cached("multiplier", lambda: quant.quantize_multiplier(
+        np.float64(np.float32(np.float32(qa.scale[0]) * np.float32(qb.scale[0]))) / np.float64(y.scale[0])))
+    lo, hi = quant.RANGES[a.dtype]
+    return np.clip(quant.mbqm(acc.astype(np.int64), m, sh) + y.zero_point[0], lo, hi).astype(a.dtype)

@@ -170,3 +170,21 @@ def quantize(node: Node, x: np.ndarray) -> np.ndarray:
     m, sh = node.cached("requant", lambda: quant.quantize_multiplier(s_in / s_out))
     lo, hi = quant.RANGES[y.dtype.np]
     return np.clip(quant.mbqm(x.astype(np.int64) - zp_in, m, sh) + zp_out, lo, hi).astype(y.dtype.np)
+
+
+def squared_difference(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Inputs scaled up by 2**7, rescaled to a common scale, differenced, squared, requantised."""
+    shift = 7
+
+    def params():
+        (s1, _), (s2, _), (so, _) = _q(node, 0), _q(node, 1), _q(node, -1)
+        twice_max = 2.0 * max(np.float32(s1), np.float32(s2))  # double here, unlike ADD
+        return (quant.quantize_multiplier(np.float64(np.float32(s1)) / twice_max),
+                quant.quantize_multiplier(np.float64(np.float32(s2)) / twice_max),
+                quant.quantize_multiplier(twice_max * twice_max / ((1 << 2 * shift) * np.float64(np.float32(so)))))
+
+    m1, m2, mo = node.cached("sqdiff", params)
+    da = quant.rdbpot(quant.srdhm((a.astype(np.int64) - _q(node, 0)[1]) << shift, m1[0]), -m1[1])
+    db = quant.rdbpot(quant.srdhm((b.astype(np.int64) - _q(node, 1)[1]) << shift, m2[0]), -m2[1])
+    d = da - db
+    return _out(node, quant.mbqm(d * d, *mo) + _q(node, -1)[1], a.dtype)
