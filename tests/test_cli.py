@@ -55,3 +55,16 @@ def test_unknown_zoo_model_and_argument(capsys):
     assert "unknown zoo model 'resnet9000'" in capsys.readouterr().err
     assert main(["infer", "--model", "tiny_cnn", "--model-arg", "depth=3"]) == 1
     assert "has no argument 'depth'" in capsys.readouterr().err
+
+
+def test_unknown_op_is_one_line(tmp_path):
+    from runtime.graph import DType, Graph, Op, OpType, Tensor
+    from runtime.tflite_write import save
+
+    x, y = Tensor("x", (2, 3), DType.FLOAT32), Tensor("y", (2, 3), DType.FLOAT32)
+    path = tmp_path / "gelu.tflite"
+    save(Graph((x, y), (Op(OpType.GELU, (0,), (1,)),), (0,), (1,)), path)
+    proc = subprocess.run([sys.executable, "-m", "runtime.cli", "infer", "--graph", str(path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == "dtb: error: op #0 GELU (version 1, FLOAT32) is not supported by the testbed's reference kernels"

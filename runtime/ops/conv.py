@@ -106,20 +106,17 @@ def depthwise_sums(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | 
     brow = None if bias is None else node.cached("brow", lambda: np.tile(bias.astype(np.float32), ow))
 
     def rows(lo: int, hi: int) -> None:
-        step = max(1, 65536 // (ow * cout))  # rows per chunk: keep acc and tmp in cache
-        tmp = np.empty((n, min(step, hi - lo), ow * cout), np.float32)
-        for a in range(lo, hi, step):
-            b = min(hi, a + step)
-            acc, t = out[:, a:b], tmp[:, :b - a]
-            for k, (p, oy, ox, wr) in enumerate(taps):
-                view = p[:, oy + a:oy + b, ox:ox + ow].reshape(n, b - a, ow * cout)
-                if k == 0:
-                    np.multiply(view, wr, out=acc)
-                else:
-                    np.multiply(view, wr, out=t)
-                    acc += t
-            if brow is not None:
-                acc += brow
+        # Each thread keeps its own scratch row block across invokes (no page faults per call).
+        acc, tmp = out[:, lo:hi], node.buffer(f"tmp{lo}", (n, hi - lo, ow * cout))
+        for k, (p, oy, ox, wr) in enumerate(taps):
+            view = p[:, oy + lo:oy + hi, ox:ox + ow].reshape(n, hi - lo, ow * cout)
+            if k == 0:
+                np.multiply(view, wr, out=acc)
+            else:
+                np.multiply(view, wr, out=tmp)
+                acc += tmp
+        if brow is not None:
+            acc += brow
 
     row_split(rows, oh, out.size)
     return out.reshape(n, oh, ow, cout)

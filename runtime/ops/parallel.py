@@ -11,7 +11,7 @@ from threadpoolctl import threadpool_limits
 _state = {"threads": 1, "pool": None, "blas_set": False}
 
 # Below this many output elements a second thread costs more in hand-off than it saves.
-MIN_PARALLEL_ELEMENTS = 64 * 1024
+MIN_PARALLEL_ELEMENTS = 256 * 1024
 
 
 def set_num_threads(n: int) -> None:
