@@ -37,31 +37,39 @@ def quantize_multiplier(real) -> tuple[np.ndarray, np.ndarray]:
 def srdhm(a, b) -> np.ndarray:
     """SaturatingRoundingDoublingHighMul: (a*b + 2**30) >> 31, saturating MIN*MIN to MAX."""
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-    out = (a * b + (1 << 30)) >> 31
-    return np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, out)
+    out = a * b
+    out += 1 << 30
+    out >>= 31
+    if np.any(b == INT32_MIN):  # multipliers never are; skip the mask pass in the common case
+        out = np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, out)
+    return out
 
 
 def rdbpot(x, exponent) -> np.ndarray:
     """RoundingDivideByPOT: x / 2**exponent rounded half away from zero (0 <= exponent <= 31)."""
     x = np.asarray(x, np.int64)
     e = np.asarray(exponent, np.int64)
+    if e.ndim == 0 and int(e) == 0:
+        return x
     mask = (np.int64(1) << e) - 1
-    rem = x & mask
     threshold = (mask >> 1) + (x < 0)
-    return (x >> e) + (rem > threshold)
+    out = x >> e
+    out += (x & mask) > threshold
+    return out
 
 
 def wrap32(x) -> np.ndarray:
     """Two's-complement int32 wrap-around, as C's int32 arithmetic does."""
-    return ((np.asarray(x, np.int64) + 2**31) % 2**32) - 2**31
+    return np.asarray(x, np.int64).astype(np.int32).astype(np.int64)
 
 
 def mbqm(x, m, shift) -> np.ndarray:
     """MultiplyByQuantizedMultiplier: the pre-shift, a rounding high multiply, a rounding shift."""
     shift = np.asarray(shift, np.int64)
-    left = np.maximum(shift, 0)
-    right = np.maximum(-shift, 0)
-    return rdbpot(srdhm(wrap32(np.asarray(x, np.int64) << left), m), right)
+    x = np.asarray(x, np.int64)
+    if np.any(shift > 0):  # the int32 pre-shift can wrap; most multipliers are < 1 and skip it
+        x = wrap32(x << np.maximum(shift, 0))
+    return rdbpot(srdhm(x, m), np.maximum(-shift, 0))
 
 
 def activation_range(act, scale: float, zero_point: int, dtype) -> tuple[int, int]:

@@ -69,13 +69,32 @@ def _data_input(node: Node) -> int:
 
 
 def _finish(node: Node, acc: np.ndarray, bias, m, sh, dtype) -> np.ndarray:
-    """int32 accumulator + bias -> requantised, offset by zp_out, clamped to the activation range."""
-    acc = acc.astype(np.int64)
-    if bias is not None:
-        acc += bias.astype(np.int64)
+    """int32 accumulator + bias -> requantised, offset by zp_out, clamped to the activation range.
+    Per-channel parameters are tiled along whole output rows, so NumPy's inner loops run over
+    W*C elements instead of C."""
+    shape = acc.shape
+    width = shape[-2] * shape[-1] if acc.ndim >= 2 else shape[-1]
+    reps = width // shape[-1]
+
+    def tile(v):
+        return np.tile(np.broadcast_to(np.asarray(v, np.int64), (shape[-1],)), reps)
+
+    mt, sht = node.cached(f"rows{width}", lambda: (tile(m), tile(sh)))
+    bt = None if bias is None else node.cached(f"bias{width}", lambda: tile(bias)) if _constant_bias(node) \
+        else tile(bias)
+    flat = acc.reshape(-1, width).astype(np.int64)
+    if bt is not None:
+        flat += bt
     y = node.output().quant
     lo, hi = quant.activation_range(node.options.fused_activation_function, y.scale[0], y.zero_point[0], dtype)
-    return np.clip(quant.mbqm(acc, m, sh) + y.zero_point[0], lo, hi).astype(dtype)
+    out = quant.mbqm(flat, mt, sht)
+    out += y.zero_point[0]
+    return np.clip(out, lo, hi, out=out).astype(dtype).reshape(shape)
+
+
+def _constant_bias(node: Node) -> bool:
+    t = node.input(3 if node.op.type.name == "TRANSPOSE_CONV" else 2)
+    return t is not None and t.is_constant
 
 
 def conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
