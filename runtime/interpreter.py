@@ -57,6 +57,7 @@ class Interpreter:
 
     @staticmethod
     def _build_plan(graph: Graph):
+        _check_quantization(graph)
         plan = []
         for i, op in enumerate(graph.ops):
             kernel = select_kernel(op, graph)
@@ -224,6 +225,27 @@ class Interpreter:
                 raise node.fail(f"kernel produced {len(result)} outputs, the op declares {len(outs)}")
             for t, value in zip(outs, result):
                 values[t] = _conform(node, t, np.asarray(value), check)
+
+
+# Quantized element types the kernels implement: 8-bit values, int32 biases (and int8 weights).
+_QUANTIZED_TYPES = {"INT8", "UINT8", "INT32"}
+
+
+def _check_quantization(graph: Graph) -> None:
+    """Reject quantization schemes the kernels do not implement, naming the first tensor that uses one."""
+    for t, tensor in enumerate(graph.tensors):
+        if tensor.dtype.name == "INT4":
+            raise ModelError(f"{graph.describe_tensor(t)} holds packed int4 weights, which the testbed does "
+                             f"not support")
+        if tensor.quant is None:
+            continue
+        if tensor.dtype.name not in _QUANTIZED_TYPES:
+            what = ("int16 activations (16x8 quantization)" if tensor.dtype.name == "INT16"
+                    else f"{tensor.dtype.name} quantization")
+            raise ModelError(f"{graph.describe_tensor(t)} uses {what}, which the testbed does not support")
+        if tensor.dtype.name == "INT32" and not tensor.is_constant:
+            raise ModelError(f"{graph.describe_tensor(t)} is an int32-quantized activation, which the "
+                             f"testbed does not support")
 
 
 def _split_constant(graph: Graph, plan: list) -> tuple[list, list]:

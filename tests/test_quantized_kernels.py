@@ -297,3 +297,16 @@ def test_sum_int8_against_optimised_kernels():
             out = it.get_output_details()[0]["index"]
             gap = np.abs(it.get_tensor(out).astype(int) - want[f"0:{out}"].astype(int)).max()
             assert gap <= 1, (os.path.basename(path), gap)
+
+
+@pytest.mark.parametrize("dtype,message", [
+    (DType.INT16, r"tensor #0 'x' uses int16 activations \(16x8 quantization\)"),
+    (DType.INT4, r"tensor #0 'x' holds packed int4 weights"),
+])
+def test_unsupported_quantization_is_rejected_naming_the_tensor(dtype, message):
+    from runtime.errors import ModelError
+
+    x = qt("x", (1, 4), dtype, 0.1, 0)
+    y = qt("y", (1, 4), dtype, 0.1, 0)
+    with pytest.raises(ModelError, match=message):
+        Interpreter(graph=Graph((x, y), (Op(OpType.RELU, (0,), (1,)),), (0,), (1,)))
