@@ -49,8 +49,14 @@ def rdbpot(x, exponent) -> np.ndarray:
     """RoundingDivideByPOT: x / 2**exponent rounded half away from zero (0 <= exponent <= 31)."""
     x = np.asarray(x, np.int64)
     e = np.asarray(exponent, np.int64)
-    if e.ndim == 0 and int(e) == 0:
+    if not np.any(e):
         return x
+    if np.all(e > 0):
+        # (x + 2**(e-1) - [x < 0]) >> e rounds half away from zero in four passes.
+        out = x + (np.int64(1) << (e - 1))
+        out -= x < 0
+        out >>= e
+        return out
     mask = (np.int64(1) << e) - 1
     threshold = (mask >> 1) + (x < 0)
     out = x >> e
