@@ -107,3 +107,40 @@ def quantize(x, scale, zero_point, dtype, axis: int | None = None) -> np.ndarray
     q = round_half_away(np.asarray(x, np.float32) / scale) + zero_point
     lo, hi = RANGES[np.dtype(dtype)]
     return np.clip(q, lo, hi).astype(dtype)
+
+
+def requantizer(m, shift, bias=None, zero_point: int = 0, acc_bound: int = 2**31):
+    """A fused MBQM for accumulators: returns f(acc) = MBQM(acc + bias, m, shift) + zero_point.
+
+    For the usual multipliers (< 1, so no pre-shift) the high multiply and the rounding shift
+    fold into one: floor((P + 2**30) / 2**31) rounded half away at 2**e equals
+    (P + 2**30 + h*2**31 - [P < -2**30]*2**31) >> (31 + e) with h = 2**(e-1), because nested
+    floor-divisions by powers of two combine. Bias and zero point ride along as multiples.
+    Falls back to the step-by-step form when a pre-shift is needed or int64 could overflow.
+    """
+    m = np.asarray(m, np.int64)
+    shift = np.asarray(shift, np.int64)
+    b = np.zeros_like(m) if bias is None else np.asarray(bias, np.int64)
+    e = np.maximum(-shift, 0)
+    if np.any(shift > 0) or np.any(m == INT32_MIN) or np.any(e > 30):
+        return lambda acc: mbqm(np.asarray(acc, np.int64) + b, m, shift) + zero_point
+    # Python integers for the overflow check: every term of the fused sum must fit in int64.
+    worst = (acc_bound * int(np.max(m, initial=0)) + int(np.max(np.abs(b * m), initial=0))
+             + 2**30 + 2**61 + abs(zero_point) * 2 ** (31 + int(np.max(e, initial=0))))
+    if worst >= 2**62:
+        return lambda acc: mbqm(np.asarray(acc, np.int64) + b, m, shift) + zero_point
+    half = np.where(e > 0, np.int64(1) << np.maximum(e - 1, 0), 0)
+    total = 31 + e
+    base = b * m + (1 << 30) + (half << 31) + (np.int64(zero_point) << total)
+    threshold = (half << 31) + (np.int64(zero_point) << total)
+    down = np.where(e > 0, np.int64(1) << 31, 0)
+
+    def apply(acc: np.ndarray) -> np.ndarray:
+        q = np.asarray(acc).astype(np.int64)
+        q *= m
+        q += base
+        np.subtract(q, down, out=q, where=q < threshold)
+        q >>= total
+        return q
+
+    return apply

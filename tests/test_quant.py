@@ -65,3 +65,25 @@ def test_round_half_away_differs_from_numpy_on_ties():
 def test_mbqm_approximates_real_product(x, real):
     m, shift = quant.quantize_multiplier(real)
     assert abs(int(quant.mbqm(x, m, shift)) - x * real) <= 1.0
+
+
+@given(st.lists(st.integers(-(2**26), 2**26), min_size=1, max_size=40), st.floats(1e-6, 0.999),
+       st.integers(-(2**20), 2**20), st.integers(-128, 127))
+def test_fused_requantizer_equals_step_by_step(acc, real, bias, zp):
+    m, shift = quant.quantize_multiplier(real)
+    acc = np.array(acc, np.int64)
+    want = quant.mbqm(acc + bias, m, shift) + zp
+    got = quant.requantizer(m, shift, bias, zp, acc_bound=2**26)(acc)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_fused_requantizer_per_channel_and_fallback():
+    rng = np.random.default_rng(0)
+    acc = rng.integers(-(2**24), 2**24, (50, 8))
+    m, sh = quant.quantize_multiplier(rng.uniform(1e-5, 3.0, 8))  # some > 1: pre-shift fallback
+    bias = rng.integers(-5000, 5000, 8)
+    np.testing.assert_array_equal(quant.requantizer(m, sh, bias, -3, 2**24)(acc),
+                                  quant.mbqm(acc + bias, m, sh) - 3)
+    m, sh = quant.quantize_multiplier(rng.uniform(1e-5, 0.9, 8))
+    np.testing.assert_array_equal(quant.requantizer(m, sh, bias, 7, 2**24)(acc),
+                                  quant.mbqm(acc + bias, m, sh) + 7)

@@ -68,27 +68,27 @@ def _data_input(node: Node) -> int:
     return 2 if node.op.type.name == "TRANSPOSE_CONV" else 0
 
 
-def _finish(node: Node, acc: np.ndarray, bias, m, sh, dtype) -> np.ndarray:
+def _finish(node: Node, acc: np.ndarray, bias, m, sh, dtype, acc_bound: int) -> np.ndarray:
     """int32 accumulator + bias -> requantised, offset by zp_out, clamped to the activation range.
     Per-channel parameters are tiled along whole output rows, so NumPy's inner loops run over
-    W*C elements instead of C."""
+    W*C elements instead of C; constant biases are folded into the fused requantizer."""
     shape = acc.shape
     width = shape[-2] * shape[-1] if acc.ndim >= 2 else shape[-1]
     reps = width // shape[-1]
+    y = node.output().quant
 
     def tile(v):
         return np.tile(np.broadcast_to(np.asarray(v, np.int64), (shape[-1],)), reps)
 
-    mt, sht = node.cached(f"rows{width}", lambda: (tile(m), tile(sh)))
-    bt = None if bias is None else node.cached(f"bias{width}", lambda: tile(bias)) if _constant_bias(node) \
-        else tile(bias)
-    flat = acc.reshape(-1, width).astype(np.int64)
-    if bt is not None:
-        flat += bt
-    y = node.output().quant
+    def make(with_bias: bool):
+        return quant.requantizer(tile(m), tile(sh), tile(bias) if with_bias else None, y.zero_point[0], acc_bound)
+
+    flat = acc.reshape(-1, width)
+    if bias is None or _constant_bias(node):
+        out = node.cached(f"requant{width}", lambda: make(bias is not None))(flat)
+    else:
+        out = make(False)(flat.astype(np.int64) + tile(bias))
     lo, hi = quant.activation_range(node.options.fused_activation_function, y.scale[0], y.zero_point[0], dtype)
-    out = quant.mbqm(flat, mt, sht)
-    out += y.zero_point[0]
     return np.clip(out, lo, hi, out=out).astype(dtype).reshape(shape)
 
 
@@ -103,7 +103,7 @@ def conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = 
     sums, shape = conv.conv_sums(node, _offset(x, node.input(0).quant.zero_point[0]), wf,
                                  exact_matmul(_bound(x, legacy)))
     m, sh = _multipliers(node, w.shape[0], float32_product=legacy)
-    return _finish(node, sums.reshape(shape), bias, m, sh, x.dtype)
+    return _finish(node, sums.reshape(shape), bias, m, sh, x.dtype, wf[0].size * _bound(x, legacy))
 
 
 def depthwise_conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
@@ -113,7 +113,7 @@ def depthwise_conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray
     wf = _weights(node, w, subtract_zp=legacy)
     sums = conv.depthwise_sums(node, _offset(x, node.input(0).quant.zero_point[0]), wf)
     m, sh = _multipliers(node, w.shape[3], float32_product=legacy)
-    return _finish(node, sums, bias, m, sh, x.dtype)
+    return _finish(node, sums, bias, m, sh, x.dtype, w.shape[1] * w.shape[2] * _bound(x, legacy))
 
 
 def transpose_conv(node: Node, output_shape: np.ndarray, w: np.ndarray, x: np.ndarray,
@@ -123,7 +123,7 @@ def transpose_conv(node: Node, output_shape: np.ndarray, w: np.ndarray, x: np.nd
     sums = conv.transpose_sums(node, output_shape, wf, _offset(x, node.input(2).quant.zero_point[0]),
                                exact_matmul(_bound(x, legacy), wide=True))
     m, sh = _multipliers(node, w.shape[0], float32_product=legacy)
-    return _finish(node, sums, bias, m, sh, x.dtype)
+    return _finish(node, sums, bias, m, sh, x.dtype, w.size * _bound(x, legacy))
 
 
 def fully_connected(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
