@@ -119,3 +119,9 @@ def test_transpose_conv_matches_loops(h, w, k, s, cin, cout, same, bias, seed):
 def test_unary_activations(op, fn):
     x = np.linspace(-20, 20, 4001, dtype=np.float32)
     close(run(op, [x], None), fn(x), rtol=1e-6)
+
+
+def test_int32_div_truncates_toward_zero():
+    a = np.array([7, -7, 7, -7], np.int32)
+    b = np.array([2, 2, -2, -2], np.int32)
+    np.testing.assert_array_equal(run(OpType.DIV, [a, b], None), [3, -3, -3, 3])

@@ -24,8 +24,12 @@ def _binary(fn):
 
 
 def _int_div(a, b):
-    # TFLite's int32 DIV rounds toward negative infinity (floor), like NumPy.
-    return np.floor_divide(a, b) if a.dtype.kind in "iu" else np.divide(a, b)
+    # TFLite's int32 DIV is C++ integer division, which truncates toward zero (FLOOR_DIV is
+    # a separate op); NumPy's // floors, so divide magnitudes and restore the sign.
+    if a.dtype.kind not in "iu":
+        return np.divide(a, b)
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) ^ (b < 0), -q, q).astype(a.dtype)
 
 
 def _squared_difference(a, b):
