@@ -1,7 +1,8 @@
 """Times the testbed's CPU reference interpreter against LiteRT on the same .tflite and thread count.
 
-Usage: python benchmarks/cpu_vs_litert.py [--graph M.tflite] [--num_threads 2] [--runs 30]
-Without --graph it writes the zoo's MobileNet v1 1.0 224 float to a temporary .tflite first.
+Usage: python benchmarks/cpu_vs_litert.py [--graph M.tflite] [--quantize int8] [--num_threads 2] [--runs 30]
+Without --graph it writes the zoo's MobileNet v1 1.0 224 to a temporary .tflite first: float32,
+or with --quantize int8 fully integer-quantized by the testbed's own post-training quantizer.
 Prints the median milliseconds per inference of each and the ratios testbed / LiteRT.
 """
 
@@ -25,7 +26,12 @@ from runtime.tflite_write import save  # noqa: E402
 
 def _median_ms(interpreter, runs: int) -> float:
     d = interpreter.get_input_details()[0]
-    x = np.random.default_rng(0).standard_normal(d["shape"]).astype(d["dtype"])
+    rng = np.random.default_rng(0)
+    if np.dtype(d["dtype"]).kind == "f":
+        x = rng.standard_normal(d["shape"]).astype(d["dtype"])
+    else:
+        info = np.iinfo(d["dtype"])
+        x = rng.integers(info.min, info.max + 1, d["shape"]).astype(d["dtype"])
     interpreter.set_tensor(d["index"], x)
     interpreter.invoke()  # warm-up: caches, lazy preparation
     times = []
@@ -48,6 +54,7 @@ def _litert(path: str, threads: int, resolver: str):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--graph", help=".tflite model (default: zoo MobileNet v1 1.0 224 float)")
+    p.add_argument("--quantize", choices=["int8"], help="quantize the zoo model first (ignored with --graph)")
     p.add_argument("--num_threads", type=int, default=2)
     p.add_argument("--runs", type=int, default=30)
     args = p.parse_args(argv)
@@ -55,14 +62,22 @@ def main(argv=None) -> int:
         path = args.graph
         if path is None:
             path = os.path.join(tmp, "mobilenet_v1_1.0_224.tflite")
-            save(zoo.build("mobilenet_v1", alpha=1.0, resolution=224), path)
+            graph = zoo.build("mobilenet_v1", alpha=1.0, resolution=224)
+            if args.quantize == "int8":
+                from runtime.zoo.quantize import to_int8
+
+                rng = np.random.default_rng(1)
+                samples = [rng.standard_normal((1, 224, 224, 3)).astype(np.float32) for _ in range(4)]
+                graph = to_int8(graph, samples)
+            save(graph, path)
         ours = Interpreter(model_path=path, num_threads=args.num_threads)
         ours.allocate_tensors()
         rows = [("testbed CPU reference", _median_ms(ours, args.runs))]
         for label, resolver in (("LiteRT (XNNPACK)", "AUTO"),
                                 ("LiteRT without default delegates", "BUILTIN_WITHOUT_DEFAULT_DELEGATES")):
             rows.append((label, _median_ms(_litert(path, args.num_threads, resolver), args.runs)))
-    print(f"model: {args.graph or 'zoo mobilenet_v1 1.0 224 float'}, threads: {args.num_threads}, "
+    label = args.graph or f"zoo mobilenet_v1 1.0 224 {args.quantize or 'float'}"
+    print(f"model: {label}, threads: {args.num_threads}, "
           f"runs: {args.runs} (median ms per inference)")
     # OpenBLAS's kernel choice (which the environment may pin) sets the testbed's GEMM speed.
     print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(auto-detect)')}")
