@@ -110,12 +110,11 @@ class _Reader:
             raise ModelError(f"{self.source}: tensor #{i} '{name}' has unknown type code {t.Type()}") from None
         shape = tuple(int(d) for d in _numpy(t.ShapeAsNumpy()))
         sig = _numpy(t.ShapeSignatureAsNumpy())
-        if t.Sparsity() is not None:
-            raise ModelError(f"{self.source}: tensor #{i} '{name}' is sparse (DENSIFY); "
-                             f"sparse weights are not supported")
         raw = self._buffer(t.Buffer(), name)
         data = None
-        if raw is not None and dtype.np != np.object_ and dtype is not DType.INT4:
+        if t.Sparsity() is not None:
+            data = _densify(t.Sparsity(), shape, dtype, raw, f"{self.source}: tensor #{i} '{name}'")
+        elif raw is not None and dtype.np != np.object_ and dtype is not DType.INT4:
             count = int(np.prod(shape, dtype=np.int64))
             if raw.size != count * dtype.np.itemsize:
                 raise ModelError(f"{self.source}: tensor #{i} '{name}' has {raw.size} bytes of data, "
@@ -211,3 +210,81 @@ def _generic(union: str, fb) -> GenericOptions:
         elif isinstance(value, np.ndarray):
             fields.append((attr, tuple(value.tolist())))
     return GenericOptions(table=union, fields=tuple(fields))
+
+
+def _densify(sparsity, shape: tuple[int, ...], dtype: DType, raw: np.ndarray | None, what: str) -> np.ndarray:
+    """A sparse constant (TFLite SparsityParameters) expanded to its dense shape, as LiteRT's
+    DENSIFY does (kernels/internal/utils/sparsity_format_converter.cc: Populate). Each traversal
+    level is either DENSE or SPARSE_CSR; the levels past the tensor's rank are the block
+    dimensions named by block_map. Expanded level by level over all stored values at once."""
+    def bad(message: str) -> ModelError:
+        return ModelError(f"{what} has malformed sparsity: {message}")
+
+    if raw is None or dtype.np == np.object_ or dtype is DType.INT4:
+        raise bad(f"no {dtype.name} values to densify" if raw is None else f"{dtype.name} values cannot be densified")
+    if raw.size % dtype.np.itemsize:
+        raise bad(f"{raw.size} bytes of data is not a whole number of {dtype.name} values")
+    values = raw.view(dtype.np.newbyteorder("<")).astype(dtype.np, copy=False)
+    rank = len(shape)
+    order = [int(v) for v in _numpy(sparsity.TraversalOrderAsNumpy())]
+    block_map = [int(v) for v in _numpy(sparsity.BlockMapAsNumpy())]
+    levels = len(order)
+    if levels != rank + len(block_map) or sorted(order) != list(range(levels)) \
+            or sorted(order[:rank]) != list(range(rank)):
+        raise bad(f"traversal_order {order} does not order the {rank} dims and {len(block_map)} block dims")
+    if len(set(block_map)) != len(block_map) or any(not 0 <= d < rank for d in block_map):
+        raise bad(f"block_map {block_map} does not name distinct dims of a rank-{rank} tensor")
+    if sparsity.DimMetadataLength() != levels:
+        raise bad(f"{sparsity.DimMetadataLength()} dim_metadata entries for {levels} traversal levels")
+    meta = [sparsity.DimMetadata(k) for k in range(levels)]
+    blocks = [meta[order.index(rank + j)].DenseSize() for j in range(len(block_map))]
+    sizes = list(shape) + blocks
+    for j, d in enumerate(block_map):
+        if blocks[j] <= 0 or shape[d] % blocks[j]:
+            raise bad(f"block size {blocks[j]} does not divide dim {d} of shape {list(shape)}")
+        sizes[d] = shape[d] // blocks[j]
+
+    pos, count, coords = np.zeros(1, np.int64), 1, []  # per stored path: index into this level's arrays
+    for level, m in enumerate(meta):
+        size = sizes[order[level]]
+        if m.Format() == 0:  # DENSE
+            if m.DenseSize() != size:
+                raise bad(f"level {level} is dense with size {m.DenseSize()}, expected {size}")
+            coords = [c.repeat(size) for c in coords] + [np.tile(np.arange(size), len(pos))]
+            pos, count = (pos[:, None] * size + np.arange(size)).ravel(), count * size
+        elif m.Format() == 1:  # SPARSE_CSR
+            segments, indices = _index_vector(m, "segments", bad, level), _index_vector(m, "indices", bad, level)
+            if len(segments) != count + 1 or segments[0] != 0 or np.any(np.diff(segments) < 0) \
+                    or segments[-1] != len(indices) or np.any((indices < 0) | (indices >= size)):
+                raise bad(f"level {level} has inconsistent CSR segments/indices")
+            runs = segments[pos + 1] - segments[pos]
+            within = np.arange(runs.sum()) - np.repeat(np.cumsum(runs) - runs, runs)
+            pos, count = np.repeat(segments[pos], runs) + within, len(indices)
+            coords = [c.repeat(runs) for c in coords] + [indices[pos]]
+        else:
+            raise bad(f"level {level} has unknown format {m.Format()}")
+    if len(pos) != values.size:
+        raise bad(f"the structure holds {len(pos)} values, the buffer {values.size}")
+    index = [None] * rank
+    for level in range(rank):
+        index[order[level]] = coords[level]
+    for level in range(rank, levels):
+        j = order[level] - rank
+        index[block_map[j]] = index[block_map[j]] * blocks[j] + coords[level]
+    dense = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype.np)
+    dense[np.ravel_multi_index(index, shape)] = values
+    return dense.reshape(shape)
+
+
+_INDEX_VECTORS = {1: "Int32Vector", 2: "Uint16Vector", 3: "Uint8Vector"}
+
+
+def _index_vector(meta, which: str, bad, level: int) -> np.ndarray:
+    """A CSR segments or indices array, stored as any of the SparseIndexVector union members."""
+    kind = meta.ArraySegmentsType() if which == "segments" else meta.ArrayIndicesType()
+    table = meta.ArraySegments() if which == "segments" else meta.ArrayIndices()
+    if kind not in _INDEX_VECTORS or table is None:
+        raise bad(f"level {level} is SPARSE_CSR without {which}")
+    cls = getattr(importlib.import_module(f"tflite.{_INDEX_VECTORS[kind]}"), _INDEX_VECTORS[kind])()
+    cls.Init(table.Bytes, table.Pos)
+    return _numpy(cls.ValuesAsNumpy()).astype(np.int64)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from runtime.ops import (conv, dense, elementwise as ew, lstm, pool, qconv, qdata, qelementwise as qew, qpool,
-                         qsoftmax, reduce, resize, shape, softmax)
+from runtime.ops import (conv, dense, densify, elementwise as ew, hybrid, lstm, pool, qconv, qdata,
+                         qelementwise as qew, qpool, qsoftmax, reduce, resize, shape, softmax)
 from runtime.ops.base import Kernel, Node
 from runtime.optypes import OpType
 
@@ -68,6 +68,7 @@ KERNELS: dict[OpType, Kernel] = {
     OpType.CAST: ew.cast,
     OpType.DEQUANTIZE: ew.dequantize,
     OpType.UNIDIRECTIONAL_SEQUENCE_LSTM: lstm.unidirectional_sequence_lstm,
+    OpType.DENSIFY: densify.densify,
 }
 
 # Ops whose kernels only move or pick elements, so the same code serves every element type
@@ -110,7 +111,12 @@ QUANT_KERNELS: dict[OpType, Kernel] = {
 }
 
 # Float activations with 8-bit constant weights (dynamic-range quantization).
-HYBRID_KERNELS: dict[OpType, Kernel] = {}
+HYBRID_KERNELS: dict[OpType, Kernel] = {
+    OpType.FULLY_CONNECTED: hybrid.fully_connected,
+    OpType.CONV_2D: hybrid.conv_2d,
+    OpType.DEPTHWISE_CONV_2D: hybrid.depthwise_conv_2d,
+    OpType.UNIDIRECTIONAL_SEQUENCE_LSTM: hybrid.unidirectional_sequence_lstm,
+}
 
 _EIGHT_BIT = ("int8", "uint8")
 
