@@ -6,8 +6,8 @@ through BUILTIN_REF and BUILTIN_WITHOUT_DEFAULT_DELEGATES, takes the largest gap
 (as a fraction of the reference output's range) as the yardstick, and allows our outputs that
 gap from BUILTIN_REF, but never less than YARDSTICK_FLOOR. Measured when this was written
 (ai-edge-litert 2.3.0, x86-64): on the generated single-op models the two resolvers differ by up
-to 1.6e-7 x range (per-channel CONV_2D / DEPTHWISE_CONV_2D) and agree exactly on FULLY_CONNECTED
-and UNIDIRECTIONAL_SEQUENCE_LSTM, which run the same code under both; the floor, 2.5e-7 x range
+to 1.6e-7 x range (per-channel CONV_2D / DEPTHWISE_CONV_2D) and agree exactly on FULLY_CONNECTED,
+TRANSPOSE_CONV and UNIDIRECTIONAL_SEQUENCE_LSTM, which run the same code under both; the floor, 2.5e-7 x range
 (about two float32 roundings of the largest output), keeps those families meaningful. On the
 converter-made fixtures they differ by up to 1.4e-7 x range, except mobilenet_v1_dynamic, 4.2e-2:
 there the optimised float kernels upstream of a hybrid conv move one activation across a rounding
@@ -40,7 +40,7 @@ from runtime.interpreter import Interpreter
 from runtime.ops import HYBRID_KERNELS, hybrid, select_kernel
 from runtime.optypes import OpType
 from runtime.options import (Activation, Conv2DOptions, DepthwiseConv2DOptions, FullyConnectedOptions, Padding,
-                             UnidirectionalSequenceLSTMOptions)
+                             TransposeConvOptions, UnidirectionalSequenceLSTMOptions)
 from runtime.tflite_write import save
 from tests.conftest import FIXTURES
 from tests.litert_oracle import available, run_litert, seeded_inputs
@@ -110,6 +110,22 @@ def convolution(rng, depthwise: bool, per_channel: bool) -> Graph:
     return Graph(tensors, (Op(op, (0, 1, 2), (3,), opts, version=6 if depthwise else 5),), (0,), (3,))
 
 
+def transpose_conv(rng, per_channel: bool) -> Graph:
+    n, h, wd, cin, cout, k = (int(v) for v in (rng.integers(1, 3), rng.integers(2, 7), rng.integers(2, 7),
+                                               rng.integers(1, 5), rng.integers(1, 5), rng.integers(1, 4)))
+    stride, pad = int(rng.integers(1, 3)), Padding(int(rng.integers(0, 2)))
+    oh = h * stride if pad is Padding.SAME else (h - 1) * stride + k
+    ow = wd * stride if pad is Padding.SAME else (wd - 1) * stride + k
+    scales = rng.uniform(1e-3, 2e-2, cout) if per_channel else np.full(cout, 0.01)
+    act = Activation([0, 1, 3][int(rng.integers(0, 3))])
+    tensors = (Tensor("shape", (4,), DType.INT32, data=np.array([n, oh, ow, cout], np.int32)),
+               qt("w", (cout, k, k, cin), DType.INT8, scales, 0, w8(rng, (cout, k, k, cin))),
+               Tensor("x", (n, h, wd, cin), DType.FLOAT32), Tensor("b", (cout,), DType.FLOAT32, data=fvec(rng, cout)),
+               Tensor("y", (n, oh, ow, cout), DType.FLOAT32))
+    op = Op(OpType.TRANSPOSE_CONV, (0, 1, 2, 3), (4,), TransposeConvOptions(pad, stride, stride, act), version=4)
+    return Graph(tensors, (op,), (2,), (4,))
+
+
 def lstm(rng, asymmetric=True, peephole=False, projection=False, norm=False, time_major=False, clip=0.0,
          batch=2) -> Graph:
     n_in, n_cell, steps = int(rng.integers(3, 20)), int(rng.integers(4, 24)), 5
@@ -156,6 +172,8 @@ MAKERS = {
     "conv_equal_scales": lambda rng: convolution(rng, False, False),
     "depthwise_per_channel": lambda rng: convolution(rng, True, True),
     "depthwise_equal_scales": lambda rng: convolution(rng, True, False),
+    "transpose_conv_per_channel": lambda rng: transpose_conv(rng, True),
+    "transpose_conv_equal_scales": lambda rng: transpose_conv(rng, False),
     "lstm_asymmetric": lambda rng: lstm(rng),
     "lstm_symmetric": lambda rng: lstm(rng, asymmetric=False),
     "lstm_peephole_clip": lambda rng: lstm(rng, peephole=True, clip=0.5),

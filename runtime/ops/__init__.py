@@ -115,6 +115,7 @@ HYBRID_KERNELS: dict[OpType, Kernel] = {
     OpType.FULLY_CONNECTED: hybrid.fully_connected,
     OpType.CONV_2D: hybrid.conv_2d,
     OpType.DEPTHWISE_CONV_2D: hybrid.depthwise_conv_2d,
+    OpType.TRANSPOSE_CONV: hybrid.transpose_conv,
     OpType.UNIDIRECTIONAL_SEQUENCE_LSTM: hybrid.unidirectional_sequence_lstm,
 }
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from runtime import quant
 from runtime.ops import conv
-from runtime.ops.base import Node, activate
+from runtime.ops.base import Node, activate, pad_before
 from runtime.ops.lstm import BIAS, C_STATE, H_STATE, NORM, PEEP, PROJ_B, PROJ_W, W_H, W_X
 from runtime.ops.qconv import exact_matmul
 from runtime.options import Activation
@@ -393,3 +393,34 @@ def unidirectional_sequence_lstm(node: Node, *ins: np.ndarray) -> np.ndarray:
     ins[C_STATE][...] = c
     out = np.stack(outs)
     return out if o.time_major else np.ascontiguousarray(np.swapaxes(out, 0, 1))
+
+
+# -- TRANSPOSE_CONV (kernels/transpose_conv.cc: EvalHybrid -> reference_ops::HybridTransposeConv) -----
+
+def transpose_conv(node: Node, output_shape: np.ndarray, w: np.ndarray, x: np.ndarray,
+                   bias: np.ndarray | None = None) -> np.ndarray:
+    """Each image quantized asymmetrically; every input element scatters float32 contributions
+    acc * s_w[oc] * sf_b into a zeroed output, in input raster order, then bias and clamp."""
+    o = node.options
+    cout, kh, kw, cin = w.shape
+    s_w = _weight_scales(node, 1, cout)
+    n, h, wd, _ = x.shape
+    q, sf, zp = quantize_asymmetric(x.reshape(n, -1))
+    offset = (q - zp.astype(F32)[:, None]).reshape(x.shape)
+    oh, ow = int(output_shape[1]), int(output_shape[2])
+    sh, sw = o.stride_h, o.stride_w
+    pt, _ = pad_before(o.padding, oh, kh, sh)
+    pl, _ = pad_before(o.padding, ow, kw, sw)
+    canvas = np.zeros((n, max((h - 1) * sh + kh, pt + oh), max((wd - 1) * sw + kw, pl + ow), cout), F32)
+    wf = node.cached("wf", lambda: w.astype(F32))
+    scale = sf[:, None, None, None]
+    # For one output cell, input raster order (row, column, then channel) is taps in reverse
+    # order, then channels: each step below adds one term to every cell, in LiteRT's sequence.
+    for ky in reversed(range(kh)):
+        for kx in reversed(range(kw)):
+            window = canvas[:, ky:ky + sh * (h - 1) + 1:sh, kx:kx + sw * (wd - 1) + 1:sw]
+            for ic in range(cin):
+                term = ((offset[..., ic:ic + 1] * wf[:, ky, kx, ic]).astype(F32) * s_w).astype(F32) * scale
+                window += term.astype(F32)
+    out = np.ascontiguousarray(canvas[:, pt:pt + oh, pl:pl + ow])
+    return _bias_and_clamp(node, out, bias)
