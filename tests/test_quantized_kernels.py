@@ -310,3 +310,16 @@ def test_unsupported_quantization_is_rejected_naming_the_tensor(dtype, message):
     y = qt("y", (1, 4), dtype, 0.1, 0)
     with pytest.raises(ModelError, match=message):
         Interpreter(graph=Graph((x, y), (Op(OpType.RELU, (0,), (1,)),), (0,), (1,)))
+
+
+def test_float_op_with_int8_weights_and_no_hybrid_kernel_is_refused():
+    """A float op reading int8 constant weights must not fall back to the float kernel."""
+    from runtime.errors import ModelError
+    from runtime.options import BatchMatMulOptions
+
+    a = Tensor("a", (1, 2, 3), DType.FLOAT32)
+    b = qt("b", (1, 3, 2), DType.INT8, 0.1, 0, np.ones((1, 3, 2), np.int8))
+    y = Tensor("y", (1, 2, 2), DType.FLOAT32)
+    graph = Graph((a, b, y), (Op(OpType.BATCH_MATMUL, (0, 1), (2,), BatchMatMulOptions()),), (0,), (2,))
+    with pytest.raises(ModelError, match=r"op #0 BATCH_MATMUL .*FLOAT32/INT8.* is not supported"):
+        Interpreter(graph=graph)

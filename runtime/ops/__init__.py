@@ -123,16 +123,23 @@ _EIGHT_BIT = ("int8", "uint8")
 
 
 def select_kernel(op, graph) -> Kernel | None:
-    """The kernel for one op, by the element types it sees; None when the testbed has none."""
+    """The kernel for one op, by the element types it sees; None when the testbed has none.
+
+    Float data with 8-bit constant weights (in any slot: a CIFG LSTM has none in slot 1) is a
+    dynamic-range op, which only a hybrid kernel may run: a float kernel would read the raw
+    integers as values and answer wrongly without a word."""
     first = next((graph.tensors[t] for t in op.inputs if t >= 0 and not graph.tensors[t].is_constant), None)
-    weights = graph.tensors[op.inputs[1]] if len(op.inputs) > 1 and op.inputs[1] >= 0 else None
-    if first is not None and first.dtype.np.name in _EIGHT_BIT and op.type not in (OpType.DEQUANTIZE,):
+    if first is not None and first.dtype.np.name in _EIGHT_BIT and op.type is not OpType.DEQUANTIZE:
         if op.type in QUANT_KERNELS:
             return QUANT_KERNELS[op.type]
         return KERNELS.get(op.type) if op.type in DTYPE_AGNOSTIC else None
-    if (first is not None and first.dtype.np.kind == "f" and weights is not None and weights.is_constant
-            and weights.dtype.np.name in _EIGHT_BIT and op.type in HYBRID_KERNELS):
-        return HYBRID_KERNELS[op.type]
     if op.type is OpType.QUANTIZE:
         return QUANT_KERNELS[op.type]
+    if first is not None and first.dtype.np.kind == "f" and _has_8bit_weights(op, graph):
+        return HYBRID_KERNELS.get(op.type)
     return KERNELS.get(op.type)
+
+
+def _has_8bit_weights(op, graph) -> bool:
+    return any(t >= 0 and graph.tensors[t].is_constant and graph.tensors[t].dtype.np.name in _EIGHT_BIT
+               for t in op.inputs[1:])
