@@ -1,0 +1,1 @@
+"""Testing aids for users of the testbed: hypothesis strategies for tensors, ops and graphs."""
