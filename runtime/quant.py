@@ -109,6 +109,25 @@ def quantize(x, scale, zero_point, dtype, axis: int | None = None) -> np.ndarray
     return np.clip(q, lo, hi).astype(dtype)
 
 
+def _fused_terms(m, shift, b, zero_point: int, acc_bound: int):
+    """(base, threshold, down, total) of the fused requantizer below, or None where it needs the
+    step-by-step form: a pre-shift, or an int64 overflow risk."""
+    e = np.maximum(-shift, 0)
+    if np.any(shift > 0) or np.any(m == INT32_MIN) or np.any(e > 30):
+        return None
+    # Python integers for the overflow check: every term of the fused sum must fit in int64.
+    worst = (acc_bound * int(np.max(m, initial=0)) + int(np.max(np.abs(b * m), initial=0))
+             + 2**30 + 2**61 + abs(zero_point) * 2 ** (31 + int(np.max(e, initial=0))))
+    if worst >= 2**62:
+        return None
+    half = np.where(e > 0, np.int64(1) << np.maximum(e - 1, 0), 0)
+    total = 31 + e
+    base = b * m + (1 << 30) + (half << 31) + (np.int64(zero_point) << total)
+    threshold = (half << 31) + (np.int64(zero_point) << total)
+    down = np.where(e > 0, np.int64(1) << 31, 0)
+    return base, threshold, down, total
+
+
 def requantizer(m, shift, bias=None, zero_point: int = 0, acc_bound: int = 2**31):
     """A fused MBQM for accumulators: returns f(acc) = MBQM(acc + bias, m, shift) + zero_point.
 
@@ -121,26 +140,103 @@ def requantizer(m, shift, bias=None, zero_point: int = 0, acc_bound: int = 2**31
     m = np.asarray(m, np.int64)
     shift = np.asarray(shift, np.int64)
     b = np.zeros_like(m) if bias is None else np.asarray(bias, np.int64)
-    e = np.maximum(-shift, 0)
-    if np.any(shift > 0) or np.any(m == INT32_MIN) or np.any(e > 30):
+    terms = _fused_terms(m, shift, b, zero_point, acc_bound)
+    if terms is None:
         return lambda acc: mbqm(np.asarray(acc, np.int64) + b, m, shift) + zero_point
-    # Python integers for the overflow check: every term of the fused sum must fit in int64.
-    worst = (acc_bound * int(np.max(m, initial=0)) + int(np.max(np.abs(b * m), initial=0))
-             + 2**30 + 2**61 + abs(zero_point) * 2 ** (31 + int(np.max(e, initial=0))))
-    if worst >= 2**62:
-        return lambda acc: mbqm(np.asarray(acc, np.int64) + b, m, shift) + zero_point
-    half = np.where(e > 0, np.int64(1) << np.maximum(e - 1, 0), 0)
-    total = 31 + e
-    base = b * m + (1 << 30) + (half << 31) + (np.int64(zero_point) << total)
-    threshold = (half << 31) + (np.int64(zero_point) << total)
-    down = np.where(e > 0, np.int64(1) << 31, 0)
+    base, threshold, down, total = terms
 
     def apply(acc: np.ndarray) -> np.ndarray:
         q = np.asarray(acc).astype(np.int64)
         q *= m
         q += base
-        np.subtract(q, down, out=q, where=q < threshold)
+        q -= np.less(q, threshold) * down  # a masked subtract (where=) is several times slower
         q >>= total
         return q
 
     return apply
+
+
+def clamped_requantizer(m, shift, bias, zero_point: int, acc_bound: int, lo: int, hi: int, dtype):
+    """f(acc) = clip(MBQM(acc + bias, m, shift) + zero_point, lo, hi) as `dtype`, for float
+    accumulators holding integers |acc| <= acc_bound; f may clamp `acc` in place.
+
+    Where provably exact it runs the fused formula in float64 instead of int64: the accumulator
+    is first clamped (in its own float type) to the range that maps into [lo, hi], which bounds
+    every term of (acc * m + base) / 2**total below 2**53, so each float64 multiply and add is
+    exact and the floor-division is np.floor. That is far fewer and faster passes than int64's
+    (no AVX2 int64 multiply or variable arithmetic shift), and the final clip disappears.
+    """
+    m = np.asarray(m, np.int64)
+    shift = np.asarray(shift, np.int64)
+    b = np.zeros_like(m) if bias is None else np.asarray(bias, np.int64)
+    exact = requantizer(m, shift, b, zero_point, acc_bound)
+
+    def slow(acc: np.ndarray) -> np.ndarray:
+        q = exact(acc)
+        return np.clip(q, lo, hi, out=q).astype(dtype)
+
+    terms = _fused_terms(m, shift, b, zero_point, acc_bound)
+    bounds = None if terms is None else _clamp_bounds(exact, m.shape, acc_bound, lo, hi)
+    if bounds is None:
+        return slow
+    a_lo, a_hi = bounds
+    base, threshold, down, total = terms
+    limit = 2**53 - 2**32  # slack for the tie correction's 2**31
+
+    # Checked in float64 (close enough with the slack, and no int64 overflow in the check).
+    fm, fb = m.astype(np.float64), base.astype(np.float64)
+    if not all(np.all(np.abs(v) < limit) for v in (a_lo * fm, a_hi * fm, fb, a_lo * fm + fb, a_hi * fm + fb)):
+        return slow
+    scale = np.ldexp(1.0, -total)  # exact powers of two
+    mf, basef = m * scale, base * scale
+    if not (np.all(mf / scale == m) and np.all(basef / scale == base)):
+        return slow
+    # The tie correction only matters where the smallest clamped accumulator reaches below it.
+    correct = bool(np.any((down > 0) & (a_lo * m + base < threshold)))
+    thr, step = threshold * scale, down * scale
+    rows = {}
+
+    def apply(acc: np.ndarray) -> np.ndarray:
+        if acc.dtype not in rows:
+            lo_r, hi_r = a_lo.astype(acc.dtype), a_hi.astype(acc.dtype)
+            ok = np.all(lo_r == a_lo) and np.all(hi_r == a_hi)
+            rows[acc.dtype] = (lo_r, hi_r) if ok else None
+        if rows[acc.dtype] is None:
+            return slow(acc)
+        lo_r, hi_r = rows[acc.dtype]
+        np.maximum(acc, lo_r, out=acc)
+        np.minimum(acc, hi_r, out=acc)
+        y = np.multiply(acc, mf)
+        y += basef
+        if correct:
+            y -= np.less(y, thr) * step
+        np.floor(y, out=y)
+        return y.astype(dtype)
+
+    return apply
+
+
+def _clamp_bounds(f, shape, acc_bound: int, lo: int, hi: int):
+    """Per channel, the accumulator range [a_lo, a_hi] within ±acc_bound that f (monotone, steps
+    of at most 1 since every multiplier is < 1) maps into [lo, hi], with f(a_lo) = lo unless
+    a_lo = -acc_bound, and likewise at the top; None when [lo, hi] is out of f's reach."""
+    bottom = np.full(shape, -acc_bound, np.int64)
+    top = np.full(shape, acc_bound, np.int64)
+    if np.any(f(top) < lo) or np.any(f(bottom) > hi):
+        return None
+
+    def search(pred):  # the smallest a in [-B, B] with pred(a), given pred(B) holds
+        a, z = bottom.copy(), top.copy()
+        while np.any(a < z):
+            mid = (a + z) >> 1
+            ok = pred(mid)
+            z = np.where(ok, mid, z)
+            a = np.where(ok, a, mid + 1)
+        return a
+
+    a_lo = search(lambda a: f(a) >= lo)
+    a_hi = search(lambda a: f(a + 1) > hi) if np.any(f(top) > hi) else top
+    a_hi = np.where(f(top) > hi, a_hi, top)
+    if np.any(f(a_lo) > hi) or np.any(f(a_hi) < lo) or np.any(a_lo > a_hi):
+        return None
+    return a_lo, a_hi

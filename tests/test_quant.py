@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 
 from runtime import quant
@@ -87,3 +88,18 @@ def test_fused_requantizer_per_channel_and_fallback():
     m, sh = quant.quantize_multiplier(rng.uniform(1e-5, 0.9, 8))
     np.testing.assert_array_equal(quant.requantizer(m, sh, bias, 7, 2**24)(acc),
                                   quant.mbqm(acc + bias, m, sh) + 7)
+
+
+@pytest.mark.parametrize("activation", [(-128, 127), (-20, 90)])
+def test_clamped_requantizer_equals_clipped_mbqm_exhaustively(activation):
+    """Every accumulator in range, so ties and clamp edges of the float64 path are all hit."""
+    rng = np.random.default_rng(3)
+    lo, hi = activation
+    for bound in (300, 40000):
+        m, sh = quant.quantize_multiplier(np.exp(rng.uniform(np.log(1e-5), np.log(0.999), 6)))
+        bias = rng.integers(-3000, 3000, 6)
+        f = quant.clamped_requantizer(m, sh, bias, -7, bound, lo, hi, np.int8)
+        acc = np.arange(-bound, bound + 1)[:, None].repeat(6, 1)
+        want = np.clip(quant.mbqm(acc + bias, m, sh) - 7, lo, hi).astype(np.int8)
+        for dtype in (np.float32, np.float64):
+            np.testing.assert_array_equal(f(acc.astype(dtype)), want)

@@ -71,24 +71,23 @@ def _data_input(node: Node) -> int:
 def _finish(node: Node, acc: np.ndarray, bias, m, sh, dtype, acc_bound: int) -> np.ndarray:
     """int32 accumulator + bias -> requantised, offset by zp_out, clamped to the activation range.
     Per-channel parameters are tiled along whole output rows, so NumPy's inner loops run over
-    W*C elements instead of C; constant biases are folded into the fused requantizer."""
+    W*C elements instead of C; constant biases are folded into the fused requantizer, which may
+    clamp `acc` (a scratch array) in place."""
     shape = acc.shape
     width = shape[-2] * shape[-1] if acc.ndim >= 2 else shape[-1]
     reps = width // shape[-1]
     y = node.output().quant
+    lo, hi = quant.activation_range(node.options.fused_activation_function, y.scale[0], y.zero_point[0], dtype)
 
     def tile(v):
         return np.tile(np.broadcast_to(np.asarray(v, np.int64), (shape[-1],)), reps)
 
-    def make(with_bias: bool):
-        return quant.requantizer(tile(m), tile(sh), tile(bias) if with_bias else None, y.zero_point[0], acc_bound)
-
     flat = acc.reshape(-1, width)
     if bias is None or _constant_bias(node):
-        out = node.cached(f"requant{width}", lambda: make(bias is not None))(flat)
-    else:
-        out = make(False)(flat.astype(np.int64) + tile(bias))
-    lo, hi = quant.activation_range(node.options.fused_activation_function, y.scale[0], y.zero_point[0], dtype)
+        make = lambda: quant.clamped_requantizer(tile(m), tile(sh), None if bias is None else tile(bias),
+                                                 y.zero_point[0], acc_bound, lo, hi, dtype)
+        return node.cached(f"requant{width}", make)(flat).reshape(shape)
+    out = quant.requantizer(tile(m), tile(sh), None, y.zero_point[0], acc_bound)(flat.astype(np.int64) + tile(bias))
     return np.clip(out, lo, hi, out=out).astype(dtype).reshape(shape)
 
 
