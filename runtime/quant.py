@@ -191,8 +191,10 @@ def clamped_requantizer(m, shift, bias, zero_point: int, acc_bound: int, lo: int
     mf, basef = m * scale, base * scale
     if not (np.all(mf / scale == m) and np.all(basef / scale == base)):
         return slow
-    # The tie correction only matters where the smallest clamped accumulator reaches below it.
-    correct = bool(np.any((down > 0) & (a_lo * m + base < threshold)))
+    # The tie correction lowers a result only where it is below zero_point (a negative high
+    # product rounded away from zero), so it is moot when the clamp keeps results at or above
+    # zero_point (ReLU's), or where the clamped accumulators never reach a negative product.
+    correct = lo < zero_point and bool(np.any((down > 0) & (a_lo * m + base < threshold)))
     thr, step = threshold * scale, down * scale
     rows = {}
 

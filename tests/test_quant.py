@@ -90,7 +90,7 @@ def test_fused_requantizer_per_channel_and_fallback():
                                   quant.mbqm(acc + bias, m, sh) + 7)
 
 
-@pytest.mark.parametrize("activation", [(-128, 127), (-20, 90)])
+@pytest.mark.parametrize("activation", [(-128, 127), (-20, 90), (-7, 127), (0, 90)])
 def test_clamped_requantizer_equals_clipped_mbqm_exhaustively(activation):
     """Every accumulator in range, so ties and clamp edges of the float64 path are all hit."""
     rng = np.random.default_rng(3)

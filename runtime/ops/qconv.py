@@ -77,7 +77,8 @@ def _finish(node: Node, acc: np.ndarray, bias, m, sh, dtype, acc_bound: int) -> 
     width = shape[-2] * shape[-1] if acc.ndim >= 2 else shape[-1]
     reps = width // shape[-1]
     y = node.output().quant
-    lo, hi = quant.activation_range(node.options.fused_activation_function, y.scale[0], y.zero_point[0], dtype)
+    lo, hi = node.cached("activation_range", lambda: quant.activation_range(
+        node.options.fused_activation_function, y.scale[0], y.zero_point[0], dtype))
 
     def tile(v):
         return np.tile(np.broadcast_to(np.asarray(v, np.int64), (shape[-1],)), reps)
