@@ -64,7 +64,11 @@ def cmd_infer(args) -> int:
     print(f"model: {label} ({len(graph.ops)} ops), input seed {args.seed}")
     for d in it.get_output_details():
         out = it.get_tensor(d["index"])
-        print(f"output '{d['name']}' {list(out.shape)} {out.dtype}: min {out.min():.6g} max {out.max():.6g} "
+        scale, zero_point = d["quantization"]
+        if scale:  # show real values; the stored integers mean little to a reader
+            out = (out.astype(np.float64) - zero_point) * scale
+        kind = f"{np.dtype(d['dtype']).name}, dequantized" if scale else out.dtype
+        print(f"output '{d['name']}' {list(out.shape)} {kind}: min {out.min():.6g} max {out.max():.6g} "
               f"mean {out.mean():.6g}")
         if out.ndim == 2 and out.shape[0] == 1 and out.shape[1] > 1:
             top = np.argsort(out[0])[::-1][:5]
@@ -147,6 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dtb: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
+        sys.stderr.close()
+        return 141
 
 
 if __name__ == "__main__":

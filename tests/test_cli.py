@@ -68,3 +68,18 @@ def test_unknown_op_is_one_line(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == "dtb: error: op #0 GELU (version 1, FLOAT32) is not supported by the testbed's reference kernels"
+
+
+def test_infer_shows_quantized_outputs_as_real_values(tmp_path, capsys):
+    import numpy as np
+
+    from runtime import zoo
+    from runtime.tflite_write import save
+    from runtime.zoo.quantize import quantize
+
+    samples = [np.random.default_rng(k).standard_normal((1, 32, 32, 3)).astype(np.float32) for k in range(4)]
+    path = tmp_path / "tiny_int8.tflite"
+    save(quantize(zoo.build("tiny_cnn"), "int8", samples), path)
+    assert main(["infer", "--graph", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "int8, dequantized" in out and "top-5: " in out
