@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from runtime.ops.base import Node, activate, pad_before, out_size
+from runtime.ops.base import Node, activate, as_float32, pad_before, out_size
 from runtime.ops.parallel import row_split
 
 
@@ -21,13 +21,14 @@ def _geometry(node: Node, x_shape, kh: int, kw: int):
     return oh, ow, (pt, pb, pl, pr)
 
 
-def _padded(node: Node, x: np.ndarray, pads) -> np.ndarray:
-    """x inside a zero border; the bordered buffer is kept, so only the interior is copied."""
+def _padded(node: Node, x: np.ndarray, pads, pad_value: float = 0.0) -> np.ndarray:
+    """x as float32 inside a border of `pad_value` (0, or an integer input's zero point); the
+    bordered buffer is kept, so only the interior is copied (and converted, in the same pass)."""
     pt, pb, pl, pr = pads
     if not any(pads):
-        return x
+        return as_float32(x)
     n, h, w, c = x.shape
-    xp = node.buffer("padded", (n, h + pt + pb, w + pl + pr, c), x.dtype, fill=0)
+    xp = node.buffer("padded", (n, h + pt + pb, w + pl + pr, c), np.float32, fill=pad_value)
     xp[:, pt:pt + h, pl:pl + w] = x
     return xp
 
@@ -47,9 +48,9 @@ def _im2col(node: Node, xp: np.ndarray, oh: int, ow: int, kh: int, kw: int) -> n
     return cols.reshape(n * oh * ow, kh * kw * c)
 
 
-def conv_sums(node: Node, x: np.ndarray, w: np.ndarray, matmul=np.matmul) -> np.ndarray:
-    """Σ over taps and input channels, as rows [N*OH*OW, Cout]; zero padding; no bias.
-    `matmul` lets the integer kernels swap in their exact product."""
+def conv_sums(node: Node, x: np.ndarray, w: np.ndarray, matmul=np.matmul, pad_value: float = 0.0) -> np.ndarray:
+    """Σ over taps and input channels, as rows [N*OH*OW, Cout]; padding holds `pad_value`; no
+    bias. `matmul` lets the integer kernels swap in their exact product; x may be integer."""
     o = node.options
     cout, kh, kw, cin = w.shape
     if x.shape[3] != cin:
@@ -58,9 +59,9 @@ def conv_sums(node: Node, x: np.ndarray, w: np.ndarray, matmul=np.matmul) -> np.
     w2 = node.cached("w2", lambda: np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(kh * kw * cin, cout),
                                                          dtype=np.float32))
     if kh == kw == 1 and o.stride_h == o.stride_w == 1 and not any(pads):
-        cols = x.reshape(-1, cin)
+        cols = as_float32(x).reshape(-1, cin)
     else:
-        cols = _im2col(node, _padded(node, x, pads), oh, ow, kh, kw)
+        cols = _im2col(node, _padded(node, x, pads, pad_value), oh, ow, kh, kw)
     return matmul(cols, w2, out=node.buffer("out", (cols.shape[0], cout))), (x.shape[0], oh, ow, cout)
 
 
@@ -84,8 +85,9 @@ def depthwise_conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray
     return activate(out, node.options.fused_activation_function)
 
 
-def depthwise_sums(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
-    """Per-channel Σ over taps (+ bias), zero padding, float32 [N, OH, OW, Cout]."""
+def depthwise_sums(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None,
+                   pad_value: float = 0.0) -> np.ndarray:
+    """Per-channel Σ over taps (+ bias), padding holds `pad_value`, float32 [N, OH, OW, Cout]."""
     o = node.options
     _, kh, kw, cout = w.shape
     n, cin = x.shape[0], x.shape[3]
@@ -96,7 +98,7 @@ def depthwise_sums(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | 
         x = np.repeat(x, mult, axis=3)  # output channel c*mult+m reads input channel c
     oh, ow, pads = _geometry(node, x.shape, kh, kw)
     sh, sw, dh, dw = o.stride_h, o.stride_w, o.dilation_h_factor, o.dilation_w_factor
-    planes = _phases(_padded(node, x, pads), sh, sw)
+    planes = _phases(_padded(node, x, pads, pad_value), sh, sw)
     # Per tap: (plane, row offset, column offset, weights tiled along the output row).
     wrow = node.cached("wrow", lambda: np.tile(w[0][:, :, None, :].astype(np.float32), (1, 1, ow, 1))
                        .reshape(kh, kw, ow * cout))
