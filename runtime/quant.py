@@ -156,14 +156,17 @@ def requantizer(m, shift, bias=None, zero_point: int = 0, acc_bound: int = 2**31
     return apply
 
 
+_ROUND_MAGIC = 1.5 * 2.0**52  # its low mantissa bits are zero; the ulp at this size is 1
+
+
 def clamped_requantizer(m, shift, bias, zero_point: int, acc_bound: int, lo: int, hi: int, dtype):
-    """f(acc) = clip(MBQM(acc + bias, m, shift) + zero_point, lo, hi) as `dtype`, for float
-    accumulators holding integers |acc| <= acc_bound; f may clamp `acc` in place.
+    """f(acc, out=None) = clip(MBQM(acc + bias, m, shift) + zero_point, lo, hi) as `dtype`, for
+    float accumulators holding integers |acc| <= acc_bound; f may clamp `acc` in place.
 
     Where provably exact it runs the fused formula in float64 instead of int64: the accumulator
     is first clamped (in its own float type) to the range that maps into [lo, hi], which bounds
     every term of (acc * m + base) / 2**total below 2**53, so each float64 multiply and add is
-    exact and the floor-division is np.floor. That is far fewer and faster passes than int64's
+    exact, and the floor-division becomes a rounding (see below). That is far fewer and faster passes than int64's
     (no AVX2 int64 multiply or variable arithmetic shift), and the final clip disappears.
     """
     m = np.asarray(m, np.int64)
@@ -171,9 +174,13 @@ def clamped_requantizer(m, shift, bias, zero_point: int, acc_bound: int, lo: int
     b = np.zeros_like(m) if bias is None else np.asarray(bias, np.int64)
     exact = requantizer(m, shift, b, zero_point, acc_bound)
 
-    def slow(acc: np.ndarray) -> np.ndarray:
+    def slow(acc: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         q = exact(acc)
-        return np.clip(q, lo, hi, out=q).astype(dtype)
+        q = np.clip(q, lo, hi, out=q)
+        if out is None:
+            return q.astype(dtype)
+        out[...] = q
+        return out
 
     terms = _fused_terms(m, shift, b, zero_point, acc_bound)
     bounds = None if terms is None else _clamp_bounds(exact, m.shape, acc_bound, lo, hi)
@@ -183,28 +190,33 @@ def clamped_requantizer(m, shift, bias, zero_point: int, acc_bound: int, lo: int
     base, threshold, down, total = terms
     limit = 2**53 - 2**32  # slack for the tie correction's 2**31
 
-    # Checked in float64 (close enough with the slack, and no int64 overflow in the check).
-    fm, fb = m.astype(np.float64), base.astype(np.float64)
+    # floor(v / 2**total) is computed as round-to-nearest of (2v - 2**total + 1) / 2**(total+1):
+    # that shifts the value by just under -1/2 and, v being an integer, never onto a tie. Every
+    # numerator must stay below 2**53; checked in float64 (close enough with the slack, and no
+    # int64 overflow in the check).
+    fm, fb = 2 * m.astype(np.float64), 2 * base.astype(np.float64) - np.ldexp(1.0, total) + 1
     if not all(np.all(np.abs(v) < limit) for v in (a_lo * fm, a_hi * fm, fb, a_lo * fm + fb, a_hi * fm + fb)):
         return slow
     scale = np.ldexp(1.0, -total)  # exact powers of two
-    mf, basef = m * scale, base * scale
-    if not (np.all(mf / scale == m) and np.all(basef / scale == base)):
+    mf, basef = m * scale, (2 * base - (np.int64(1) << total) + 1) * (scale / 2)
+    if not (np.all(mf / scale == m) and np.all(basef / scale * 2 == fb)):
         return slow
     # The tie correction lowers a result only where it is below zero_point (a negative high
     # product rounded away from zero), so it is moot when the clamp keeps results at or above
     # zero_point (ReLU's), or where the clamped accumulators never reach a negative product.
     correct = lo < zero_point and bool(np.any((down > 0) & (a_lo * m + base < threshold)))
-    thr, step = threshold * scale, down * scale
+    thr, step = (2 * threshold - (np.int64(1) << total) + 1) * (scale / 2), down * scale
     rows = {}
 
-    def apply(acc: np.ndarray) -> np.ndarray:
+    def apply(acc: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if acc.dtype not in rows:
             lo_r, hi_r = a_lo.astype(acc.dtype), a_hi.astype(acc.dtype)
             ok = np.all(lo_r == a_lo) and np.all(hi_r == a_hi)
             rows[acc.dtype] = (lo_r, hi_r) if ok else None
+        if out is None:
+            out = np.empty(acc.shape, dtype)
         if rows[acc.dtype] is None:
-            return slow(acc)
+            return slow(acc, out)
         lo_r, hi_r = rows[acc.dtype]
         np.maximum(acc, lo_r, out=acc)
         np.minimum(acc, hi_r, out=acc)
@@ -212,8 +224,11 @@ def clamped_requantizer(m, shift, bias, zero_point: int, acc_bound: int, lo: int
         y += basef
         if correct:
             y -= np.less(y, thr) * step
-        np.floor(y, out=y)
-        return y.astype(dtype)
+        # Adding 1.5 * 2**52 rounds to an integer k held in the low mantissa bits, which the
+        # wrapping int64 -> 8/16-bit cast reads off: cheaper than np.floor and a float cast.
+        y += _ROUND_MAGIC
+        np.copyto(out, y.view(np.int64), casting="unsafe")
+        return out
 
     return apply
 
