@@ -73,7 +73,7 @@ def test_depthwise_conv_2d_matches_loops(c, mult):
 
 def test_depthwise_threads_split_large_outputs_identically():
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((1, 96, 96, 32)).astype(np.float32)
+    x = rng.standard_normal((1, 192, 192, 32)).astype(np.float32)  # above MIN_PARALLEL_ELEMENTS
     w = rng.standard_normal((1, 3, 3, 32)).astype(np.float32)
     opts = DepthwiseConv2DOptions(Padding.SAME, 1, 1, 1)
     one = run(OpType.DEPTHWISE_CONV_2D, [x, w], opts)
