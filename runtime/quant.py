@@ -206,7 +206,7 @@ def clamped_requantizer(m, shift, bias, zero_point: int, acc_bound: int, lo: int
     # zero_point (ReLU's), or where the clamped accumulators never reach a negative product.
     correct = lo < zero_point and bool(np.any((down > 0) & (a_lo * m + base < threshold)))
     thr, step = (2 * threshold - (np.int64(1) << total) + 1) * (scale / 2), down * scale
-    rows = {}
+    rows, scratch = {}, {}  # per accumulator dtype / shape; one caller thread at a time
 
     def apply(acc: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if acc.dtype not in rows:
@@ -220,7 +220,11 @@ def clamped_requantizer(m, shift, bias, zero_point: int, acc_bound: int, lo: int
         lo_r, hi_r = rows[acc.dtype]
         np.maximum(acc, lo_r, out=acc)
         np.minimum(acc, hi_r, out=acc)
-        y = np.multiply(acc, mf)
+        y = scratch.get(acc.shape)
+        if y is None:
+            y = scratch[acc.shape] = np.empty(acc.shape, np.float64)
+        np.copyto(y, acc)  # then a same-type multiply: faster than a mixed float32 * float64 one
+        y *= mf
         y += basef
         if correct:
             y -= np.less(y, thr) * step

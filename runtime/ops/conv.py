@@ -33,12 +33,14 @@ def _padded(node: Node, x: np.ndarray, pads, pad_value: float = 0.0) -> np.ndarr
     return xp
 
 
-def _im2col(node: Node, xp: np.ndarray, oh: int, ow: int, kh: int, kw: int) -> np.ndarray:
+def _im2col(node: Node, xp: np.ndarray, oh: int, ow: int, kh: int, kw: int, cout: int) -> np.ndarray:
     """Patches as rows [N*OH*OW, KH*KW*C]: one copy per filter row, each window's (KW, C) block
     read as one strided run rather than KW separate channel-length pieces."""
     o = node.options
     n, _, _, c = xp.shape
     sh, sw, dh, dw = o.stride_h, o.stride_w, o.dilation_h_factor, o.dilation_w_factor
+    if kw * c <= _SHORT_RUN and cout > 1:  # one output channel is a GEMV, whose sums differ
+        return _im2col_transposed(node, xp, oh, ow, kh, kw)
     cols = node.buffer("cols", (n, oh, ow, kh, kw, c))
     for ky in range(kh):
         rows = xp[:, ky * dh:ky * dh + sh * (oh - 1) + 1:sh]
@@ -46,6 +48,26 @@ def _im2col(node: Node, xp: np.ndarray, oh: int, ow: int, kh: int, kw: int) -> n
         # In bounds: the padded width covers (ow - 1) * sw + (kw - 1) * dw + 1 columns.
         cols[:, :, :, ky] = as_strided(rows, (n, oh, ow, kw, c), (s0, s1, sw * s2, dw * s2, s3), writeable=False)
     return cols.reshape(n * oh * ow, kh * kw * c)
+
+
+# Below this many elements per (KW, C) window run, e.g. a first layer on RGB, each copy's inner
+# loop is too short to be efficient, and patches are better gathered one tap at a time.
+_SHORT_RUN = 24
+
+
+def _im2col_transposed(node: Node, xp: np.ndarray, oh: int, ow: int, kh: int, kw: int) -> np.ndarray:
+    """The same patch matrix, built as its transpose [KH*KW*C, N*OH*OW]: one copy per tap whose
+    inner loop runs along an output row. BLAS takes the transposed view without a copy; sgemm
+    packs A the same either way, so the sums are bit-identical (not so sgemv's, for Cout = 1)."""
+    o = node.options
+    n, _, _, c = xp.shape
+    sh, sw, dh, dw = o.stride_h, o.stride_w, o.dilation_h_factor, o.dilation_w_factor
+    cols = node.buffer("cols_t", (kh, kw, c, n, oh, ow))
+    for ky in range(kh):
+        for kx in range(kw):
+            window = xp[:, ky * dh:ky * dh + sh * (oh - 1) + 1:sh, kx * dw:kx * dw + sw * (ow - 1) + 1:sw]
+            cols[ky, kx] = window.transpose(3, 0, 1, 2)
+    return cols.reshape(kh * kw * c, n * oh * ow).T
 
 
 def conv_sums(node: Node, x: np.ndarray, w: np.ndarray, matmul=np.matmul, pad_value: float = 0.0) -> np.ndarray:
@@ -61,7 +83,7 @@ def conv_sums(node: Node, x: np.ndarray, w: np.ndarray, matmul=np.matmul, pad_va
     if kh == kw == 1 and o.stride_h == o.stride_w == 1 and not any(pads):
         cols = as_float32(x).reshape(-1, cin)
     else:
-        cols = _im2col(node, _padded(node, x, pads, pad_value), oh, ow, kh, kw)
+        cols = _im2col(node, _padded(node, x, pads, pad_value), oh, ow, kh, kw, cout)
     return matmul(cols, w2, out=node.buffer("out", (cols.shape[0], cout))), (x.shape[0], oh, ow, cout)
 
 
