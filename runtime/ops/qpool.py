@@ -7,21 +7,34 @@ import numpy as np
 from runtime import quant
 from runtime.ops import pool
 from runtime.ops.base import Node
+from runtime.options import Padding
 
 
 def _clamp(node: Node, v: np.ndarray, dtype) -> np.ndarray:
     y = node.output().quant
-    lo, hi = quant.activation_range(node.options.fused_activation_function, y.scale[0], y.zero_point[0], dtype)
+    lo, hi = node.cached("activation_range", lambda: quant.activation_range(
+        node.options.fused_activation_function, y.scale[0], y.zero_point[0], dtype))
     return np.clip(v, lo, hi).astype(dtype)
+
+
+def _global(node: Node, x: np.ndarray) -> bool:
+    """One window covering the whole unpadded image (a classifier's global average pool)."""
+    o = node.options
+    return (o.filter_height, o.filter_width) == x.shape[1:3] and (o.padding is Padding.VALID or (
+        o.stride_h >= x.shape[1] and o.stride_w >= x.shape[2]))
 
 
 def average_pool_2d(node: Node, x: np.ndarray) -> np.ndarray:
     """Sum of raw q over in-image elements, divided by their count with rounding (no rescale)."""
-    views, geom = pool._windows(node, x.astype(np.int64), 0)
-    acc = views[0].copy()
-    for v in views[1:]:
-        acc += v
-    n = node.cached("counts_int", lambda: pool._counts(node, geom).astype(np.int64))
+    if _global(node, x):  # integer sums are exact in any order: one reduction, not k*k adds
+        acc = x.sum(axis=(1, 2), keepdims=True, dtype=np.int64)
+        n = np.int64(x.shape[1] * x.shape[2])
+    else:
+        views, geom = pool._windows(node, x.astype(np.int64), 0)
+        acc = views[0].copy()
+        for v in views[1:]:
+            acc += v
+        n = node.cached("counts_int", lambda: pool._counts(node, geom).astype(np.int64))
     if x.dtype == np.int8:  # round half away from zero, in C integer division
         avg = np.where(acc > 0, (acc + n // 2) // n, -((-acc + n // 2) // n))
     else:
