@@ -39,8 +39,10 @@ def test_generated_graphs_match_litert_reference(graph, seed):
     ours = _run(Interpreter, data, feeds)
     ref = _run(LiteRT, data, feeds, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
     for got, want in zip(ours, ref):
-        span = max(float(want.max() - want.min()), 1e-3)
-        assert np.abs(got - want).max() <= 1e-5 * span
+        # Relative to the output's range, or to its magnitude when a random graph squeezes the
+        # range (a clamped or near-constant output), so one-ulp reorderings still pass.
+        scale = max(float(want.max() - want.min()), float(np.abs(want).max()), 1e-3)
+        assert np.abs(got - want).max() <= 1e-5 * scale
 
 
 def _binary_int8(op_type, qa, qb, qy, act, shape):
