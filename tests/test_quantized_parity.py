@@ -60,6 +60,15 @@ def _float_spread(path) -> tuple[list, float]:
     return [(feeds, r) for (_, feeds), r in zip(jobs, ref)], gap
 
 
+def _invoked(path, feeds: dict[int, np.ndarray]) -> Interpreter:
+    it = Interpreter(model_path=path)
+    it.allocate_tensors()
+    for index, value in feeds.items():
+        it.set_tensor(index, value)
+    it.invoke()
+    return it
+
+
 @pytest.mark.parametrize("path", MODELS, ids=[p.stem for p in MODELS])
 def test_bit_exact_with_litert_reference(path, oracle):
     feeds, want, spread = oracle[path]
@@ -67,11 +76,7 @@ def test_bit_exact_with_litert_reference(path, oracle):
         return _check_float_model(path, *spread)
     if isinstance(want, str):
         pytest.fail(f"LiteRT could not run {path.name}: {want}")
-    it = Interpreter(model_path=path)
-    it.allocate_tensors()
-    for index, value in feeds.items():
-        it.set_tensor(index, value)
-    it.invoke()
+    it = _invoked(path, feeds)
     for d in it.get_output_details():
         got, ref = it.get_tensor(d["index"]), want[f"0:{d['index']}"]
         assert got.dtype == ref.dtype and got.shape == ref.shape
@@ -81,11 +86,7 @@ def test_bit_exact_with_litert_reference(path, oracle):
 def _check_float_model(path, cases, litert_gap: float) -> None:
     worst, span = 0.0, 0.0
     for feeds, want in cases:
-        it = Interpreter(model_path=path)
-        it.allocate_tensors()
-        for index, value in feeds.items():
-            it.set_tensor(index, value)
-        it.invoke()
+        it = _invoked(path, feeds)
         for d in it.get_output_details():
             ref = want[f"0:{d['index']}"]
             worst = max(worst, float(np.abs(it.get_tensor(d["index"]) - ref).max()))
