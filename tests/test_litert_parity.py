@@ -6,7 +6,6 @@ test that checks that choice lists those models."""
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
