@@ -1,0 +1,135 @@
+"""Pure cost functions: a work description and a unit's rates in, seconds, bytes and joules out."""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+__all__ = ["OpClass", "Precision", "Work", "Rates", "OpCost", "op_cost", "copy_seconds",
+           "padded_channels", "energy_joules", "rail_energy"]
+
+
+class OpClass(enum.Enum):
+    """Families of ops that reach different fractions of a unit's peak rate."""
+
+    CONV = "conv"              # CONV_2D, TRANSPOSE_CONV: dense MACs with good reuse
+    DEPTHWISE = "depthwise"    # few MACs per byte; rarely near peak
+    GEMM = "gemm"              # FULLY_CONNECTED, BATCH_MATMUL, LSTM gates
+    ELEMENTWISE = "elementwise"
+    TRANSCENDENTAL = "transcendental"  # exp/log/tanh/logistic/softmax: several element ops each
+    POOL = "pool"
+    REDUCE = "reduce"
+    RESIZE = "resize"
+    DATA = "data"              # reshape, concat, pad, transpose, slice: bytes only
+
+
+class Precision(enum.Enum):
+    """The arithmetic a unit runs an op in; rates and power may differ per precision."""
+
+    FLOAT32 = "float32"
+    FLOAT16 = "float16"
+    INT8 = "int8"
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one op asks of a unit: multiply-accumulates, other element operations, and bytes moved."""
+
+    op: str
+    op_class: OpClass
+    precision: Precision
+    macs: int = 0
+    elem_ops: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+
+@dataclass(frozen=True)
+class Rates:
+    """A unit's throughput as its profile sets it (all rates per second, for the whole unit)."""
+
+    macs_per_s: Mapping[Precision, float]
+    elem_per_s: Mapping[Precision, float]
+    bandwidth: float                       # bytes/s the unit reaches from DRAM
+    dispatch_s: float = 0.0                # fixed cost per op (kernel launch, scheduling)
+    efficiency: Mapping[OpClass, float] = field(default_factory=dict)  # fraction of peak, default 1
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """Time of one op and how it splits; `bound` says which term set the time."""
+
+    seconds: float
+    compute_s: float
+    memory_s: float
+    dispatch_s: float
+    bytes: int
+
+    @property
+    def bound(self) -> str:
+        return "compute" if self.compute_s >= self.memory_s else "memory"
+
+
+def _rate(table: Mapping[Precision, float], precision: Precision, what: str) -> float:
+    rate = table.get(precision)
+    if not rate or rate <= 0:
+        raise ValueError(f"the unit has no {what} rate for {precision.value}")
+    return rate
+
+
+def compute_seconds(work: Work, rates: Rates) -> float:
+    """MACs and element ops at the unit's peak for the precision, scaled by the op class's efficiency."""
+    if work.precision not in rates.macs_per_s and work.precision not in rates.elem_per_s:
+        # Even a pure data-movement op must not run in a precision the unit lacks: it would be
+        # charged bytes only and hide a placement error.
+        raise ValueError(f"the unit has no rates for {work.precision.value}")
+    eff = rates.efficiency.get(work.op_class, 1.0)
+    seconds = 0.0
+    if work.macs:
+        seconds += work.macs / (_rate(rates.macs_per_s, work.precision, "MAC") * eff)
+    if work.elem_ops:
+        seconds += work.elem_ops / (_rate(rates.elem_per_s, work.precision, "element-op") * eff)
+    return seconds
+
+
+def op_cost(work: Work, rates: Rates, bandwidth: float | None = None) -> OpCost:
+    """dispatch + max(compute, memory): compute and memory traffic overlap, as in Arm's Vela estimate.
+
+    `bandwidth` overrides the unit's own when the caller knows the DRAM share it gets."""
+    compute = compute_seconds(work, rates)
+    memory = work.bytes / (bandwidth or rates.bandwidth)
+    return OpCost(rates.dispatch_s + max(compute, memory), compute, memory, rates.dispatch_s, work.bytes)
+
+
+def copy_seconds(nbytes: int, bandwidth: float, sync_s: float = 0.0, convert_per_s: float = 0.0) -> float:
+    """A boundary crossing: a fixed sync latency, the bytes over the copy path, and any layout or
+    dtype conversion pass over the same bytes (0 rate means no conversion)."""
+    seconds = sync_s + nbytes / bandwidth
+    if convert_per_s > 0:
+        seconds += nbytes / convert_per_s
+    return seconds
+
+
+def padded_channels(channels: int, align: int) -> int:
+    """Channels rounded up to the unit's slice width: the GPU stores 4 channels per slice (PHWC4)."""
+    # Integer ceiling: float division would round wrong past 2**53 channels x elements.
+    return channels if align <= 1 else -(-channels // align) * align
+
+
+def energy_joules(intervals: Iterable[tuple[float, float, float]]) -> float:
+    """Sum of power x duration over (start, end, watts) intervals."""
+    return math.fsum((end - start) * watts for start, end, watts in intervals)
+
+
+def rail_energy(idle_w: float, span_s: float, busy: Iterable[tuple[float, float, float]]) -> float:
+    """Energy of one rail over [0, span]: idle power throughout, plus (active - idle) while busy.
+
+    `busy` holds non-overlapping (start, end, active watts) intervals: the integral of a step
+    function of power over simulated time, computed exactly."""
+    return idle_w * span_s + math.fsum((end - start) * (watts - idle_w) for start, end, watts in busy)

@@ -1,0 +1,234 @@
+"""Work descriptions of ops: MACs, element ops and bytes moved, as a unit in a given precision sees them."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable, Mapping, Sequence
+
+from runtime.graph import DType, Graph, Op
+from runtime.optypes import OpType
+from sim.cost import OpClass, Precision, Work, padded_channels
+
+__all__ = ["CLASSES", "DEFAULT_CLASS", "PRECISION_BYTES", "ELEM_OPS_PER_OUTPUT", "EXP_OPS",
+           "op_class", "describe", "tensor_bytes", "graph_tensor_bytes", "footprint", "stored_shapes"]
+
+Shape = tuple[int, ...]
+
+PRECISION_BYTES: Mapping[Precision, int] = {Precision.FLOAT32: 4, Precision.FLOAT16: 2, Precision.INT8: 1}
+
+# Tensors holding values take the unit's precision; int32 biases, shapes, indices and masks keep
+# their own width whatever the unit computes in.
+_VALUE_DTYPES = frozenset({DType.FLOAT32, DType.FLOAT16, DType.INT8, DType.UINT8})
+
+_E, _T, _P, _R, _D = (OpClass.ELEMENTWISE, OpClass.TRANSCENDENTAL, OpClass.POOL, OpClass.REDUCE,
+                      OpClass.DATA)
+CLASSES: Mapping[OpType, OpClass] = {
+    OpType.CONV_2D: OpClass.CONV, OpType.TRANSPOSE_CONV: OpClass.CONV,
+    OpType.DEPTHWISE_CONV_2D: OpClass.DEPTHWISE,
+    OpType.FULLY_CONNECTED: OpClass.GEMM, OpType.BATCH_MATMUL: OpClass.GEMM,
+    OpType.UNIDIRECTIONAL_SEQUENCE_LSTM: OpClass.GEMM,
+    OpType.ADD: _E, OpType.SUB: _E, OpType.MUL: _E, OpType.DIV: _E, OpType.MAXIMUM: _E,
+    OpType.MINIMUM: _E, OpType.SQUARED_DIFFERENCE: _E, OpType.RELU: _E, OpType.RELU_N1_TO_1: _E,
+    OpType.RELU6: _E, OpType.LEAKY_RELU: _E, OpType.PRELU: _E, OpType.HARD_SWISH: _E, OpType.ABS: _E,
+    OpType.NEG: _E, OpType.CAST: _E, OpType.QUANTIZE: _E, OpType.DEQUANTIZE: _E,
+    OpType.LOGISTIC: _T, OpType.TANH: _T, OpType.EXP: _T, OpType.LOG: _T, OpType.ELU: _T,
+    OpType.SQRT: _T, OpType.RSQRT: _T, OpType.SOFTMAX: _T, OpType.LOG_SOFTMAX: _T,
+    OpType.AVERAGE_POOL_2D: _P, OpType.MAX_POOL_2D: _P,
+    OpType.MEAN: _R, OpType.SUM: _R, OpType.REDUCE_MAX: _R, OpType.REDUCE_MIN: _R,
+    OpType.RESIZE_BILINEAR: OpClass.RESIZE, OpType.RESIZE_NEAREST_NEIGHBOR: OpClass.RESIZE,
+    OpType.CONCATENATION: _D, OpType.PAD: _D, OpType.PADV2: _D, OpType.MIRROR_PAD: _D,
+    OpType.RESHAPE: _D, OpType.SQUEEZE: _D, OpType.EXPAND_DIMS: _D, OpType.TRANSPOSE: _D,
+    OpType.STRIDED_SLICE: _D, OpType.SLICE: _D, OpType.SPLIT: _D, OpType.SPLIT_V: _D,
+    OpType.PACK: _D, OpType.UNPACK: _D, OpType.SHAPE: _D, OpType.GATHER: _D,
+    OpType.DEPTH_TO_SPACE: _D, OpType.SPACE_TO_DEPTH: _D, OpType.DENSIFY: _D,
+}
+
+# An op type the testbed has no kernel for can still be asked about (a support table, a
+# partition estimate). Its arithmetic is unknown, so it is charged only what every op surely
+# pays: reading its inputs and writing its outputs. Inventing element ops would be a guess.
+DEFAULT_CLASS = OpClass.DATA
+
+# exp/log by range reduction plus a degree-5..7 polynomial: about 8 multiply-adds per element
+# (the same order as XNNPACK's and the Adreno compiler's expansions).
+EXP_OPS = 8
+ELEM_OPS_PER_OUTPUT: Mapping[OpType, int] = {
+    OpType.SQUARED_DIFFERENCE: 2, OpType.LEAKY_RELU: 2, OpType.PRELU: 2, OpType.HARD_SWISH: 4,
+    OpType.QUANTIZE: 3, OpType.DEQUANTIZE: 2,          # scale, round/offset, clamp
+    OpType.EXP: EXP_OPS, OpType.LOG: EXP_OPS, OpType.ELU: EXP_OPS + 2,
+    OpType.LOGISTIC: EXP_OPS + 2, OpType.TANH: EXP_OPS + 3,
+    OpType.SQRT: EXP_OPS // 2, OpType.RSQRT: EXP_OPS // 2,
+    OpType.SOFTMAX: EXP_OPS + 4, OpType.LOG_SOFTMAX: EXP_OPS + 4,  # max, subtract, exp, sum, scale
+    OpType.RESIZE_BILINEAR: 4,                          # four taps weighted per output
+}
+
+# Per LSTM cell unit and step: three sigmoids and two tanh, plus the bias adds and state update.
+_LSTM_UNIT_OPS = 3 * ELEM_OPS_PER_OUTPUT[OpType.LOGISTIC] + 2 * ELEM_OPS_PER_OUTPUT[OpType.TANH] + 8
+
+# Weight matrices the GPU stores in 4x4 (output x input) blocks, so both their first and last
+# dimensions are padded; every other value tensor pads only its last (channel) dimension.
+_MATRIX_SLOTS: Mapping[OpType, frozenset[int]] = {
+    OpType.CONV_2D: frozenset({1}), OpType.TRANSPOSE_CONV: frozenset({1}),
+    OpType.FULLY_CONNECTED: frozenset({1}),
+    OpType.UNIDIRECTIONAL_SEQUENCE_LSTM: frozenset({1, 2, 3, 4, 5, 6, 7, 8, 16}),
+}
+_LSTM_CELL_STATE = 19
+
+# SHAPE reads only its input's metadata; a gather or slice reads only the elements it picks.
+_READS_NOTHING = frozenset({OpType.SHAPE})
+_READS_AS_OUTPUT = frozenset({OpType.GATHER, OpType.SLICE, OpType.STRIDED_SLICE})
+
+
+def op_class(op_type: OpType) -> OpClass:
+    """The op family that sets which fraction of peak a unit reaches; DEFAULT_CLASS when unknown."""
+    return CLASSES.get(op_type, DEFAULT_CLASS)
+
+
+def tensor_bytes(shape: Sequence[int], kind: Precision | DType, channel_align: int = 1) -> int:
+    """Bytes of a tensor stored with its last dimension padded to `channel_align`; `kind` is the
+    precision the values are held in, or the tensor's own dtype for shape and index tensors."""
+    size = PRECISION_BYTES[kind] if isinstance(kind, Precision) else kind.np.itemsize
+    return _elements(_pad(tuple(shape), channel_align)) * size
+
+
+def graph_tensor_bytes(graph: Graph, shapes: Sequence[Sequence[int]], t: int, precision: Precision,
+                       channel_align: int = 1) -> int:
+    """Bytes of graph tensor t at its run-time shape, as a unit in `precision` stores it (boundary copies)."""
+    tensor = graph.tensors[t]
+    return _stored_bytes(tensor.dtype, _stored(tensor.dtype, shapes[t], channel_align, False), precision)
+
+
+def stored_shapes(op: Op, graph: Graph, shapes: Sequence[Sequence[int]],
+                  channel_align: int = 1) -> tuple[list[Shape | None], list[Shape]]:
+    """Input shapes by slot (None where an optional input is absent) and output shapes, as stored."""
+    matrices = _MATRIX_SLOTS.get(op.type, frozenset())
+    ins = [None if t < 0 else _stored(graph.tensors[t].dtype, shapes[t], channel_align, k in matrices)
+           for k, t in enumerate(op.inputs)]
+    outs = [_stored(graph.tensors[t].dtype, shapes[t], channel_align, False) for t in op.outputs]
+    return ins, outs
+
+
+def describe(op: Op, graph: Graph, shapes: Sequence[Sequence[int]], precision: Precision,
+             channel_align: int = 1) -> Work:
+    """What `op` asks of a unit running it in `precision` whose tensors pad channels to `channel_align`.
+
+    `shapes[t]` is tensor t's shape at run time. Every present input is read once (constant
+    weights too: they come from DRAM on every inference) and every output written once."""
+    ins, outs = stored_shapes(op, graph, shapes, channel_align)
+    cls = op_class(op.type)
+    family = _FAMILIES.get(op.type) or _CLASS_FAMILIES.get(cls, _no_arithmetic)
+    macs, elem_ops = family(op, ins, outs)
+    dtypes = [graph.tensors[t].dtype if t >= 0 else None for t in op.inputs]
+    read = sum(_stored_bytes(d, s, precision) for d, s in zip(dtypes, _read_shapes(op, ins, outs))
+               if s is not None)
+    written = sum(_stored_bytes(graph.tensors[t].dtype, s, precision) for t, s in zip(op.outputs, outs))
+    return Work(op.name, cls, precision, macs=macs, elem_ops=elem_ops, bytes_read=read, bytes_written=written)
+
+
+def footprint(graph: Graph, op_indices: Iterable[int], shapes: Sequence[Sequence[int]],
+              precision: Precision, channel_align: int = 1) -> int:
+    """Bytes of the distinct tensors the given ops touch, each stored as the unit stores it."""
+    sizes: dict[int, int] = {}
+    for i in op_indices:
+        op = graph.ops[i]
+        ins, outs = stored_shapes(op, graph, shapes, channel_align)
+        for t, s in zip(op.inputs + op.outputs, ins + outs):
+            if s is not None:
+                sizes[t] = max(sizes.get(t, 0), _stored_bytes(graph.tensors[t].dtype, s, precision))
+    return sum(sizes.values())
+
+
+def _elements(shape: Sequence[int]) -> int:
+    return math.prod(int(d) for d in shape)
+
+
+def _pad(shape: Shape, align: int, first: bool = False) -> Shape:
+    if align <= 1 or not shape:
+        return shape
+    dims = list(shape)
+    dims[-1] = padded_channels(dims[-1], align)
+    if first and len(dims) > 1:
+        dims[0] = padded_channels(dims[0], align)
+    return tuple(dims)
+
+
+def _stored(dtype: DType, shape: Sequence[int], align: int, matrix: bool) -> Shape:
+    shape = tuple(int(d) for d in shape)
+    return _pad(shape, align, matrix) if dtype in _VALUE_DTYPES else shape
+
+
+def _stored_bytes(dtype: DType, shape: Shape, precision: Precision) -> int:
+    return tensor_bytes(shape, precision if dtype in _VALUE_DTYPES else dtype)
+
+
+def _read_shapes(op: Op, ins: list[Shape | None], outs: list[Shape]) -> list[Shape | None]:
+    if op.type in _READS_NOTHING:
+        return [None] * len(ins)
+    if op.type in _READS_AS_OUTPUT and ins and outs:
+        return [outs[0]] + ins[1:]
+    return ins
+
+
+# Each family maps (op, input shapes by slot, output shapes) to (MACs, element ops).
+Family = Callable[[Op, list, list], tuple[int, int]]
+
+
+def _conv(op: Op, ins: list, outs: list) -> tuple[int, int]:
+    _, kh, kw, cin = ins[1]
+    return _elements(outs[0]) * kh * kw * cin, 0
+
+
+def _depthwise(op: Op, ins: list, outs: list) -> tuple[int, int]:
+    _, kh, kw, _ = ins[1]
+    return _elements(outs[0]) * kh * kw, 0
+
+
+def _transpose_conv(op: Op, ins: list, outs: list) -> tuple[int, int]:
+    cout, kh, kw, _ = ins[1]
+    return _elements(ins[2]) * kh * kw * cout, 0
+
+
+def _fully_connected(op: Op, ins: list, outs: list) -> tuple[int, int]:
+    cout, cin = ins[1]
+    return _elements(outs[0][:-1]) * cout * cin, 0
+
+
+def _batch_matmul(op: Op, ins: list, outs: list) -> tuple[int, int]:
+    adj_x = bool(getattr(op.options, "adj_x", False))
+    k = ins[0][-2] if adj_x else ins[0][-1]
+    return _elements(outs[0]) * k, 0
+
+
+def _lstm(op: Op, ins: list, outs: list) -> tuple[int, int]:
+    """Every gate and projection matrix is applied once per step and batch row (time x batch)."""
+    rows = _elements(ins[0][:-1])
+    weights = sum(_elements(ins[k]) for k in _MATRIX_SLOTS[op.type] if k < len(ins) and ins[k] is not None)
+    units = ins[_LSTM_CELL_STATE][-1] if len(ins) > _LSTM_CELL_STATE and ins[_LSTM_CELL_STATE] else 0
+    return rows * weights, rows * units * _LSTM_UNIT_OPS
+
+
+def _pool(op: Op, ins: list, outs: list) -> tuple[int, int]:
+    window = getattr(op.options, "filter_height", 1) * getattr(op.options, "filter_width", 1)
+    return 0, _elements(outs[0]) * window
+
+
+def _per_output(op: Op, ins: list, outs: list) -> tuple[int, int]:
+    return 0, sum(_elements(s) for s in outs) * ELEM_OPS_PER_OUTPUT.get(op.type, 1)
+
+
+def _reduce(op: Op, ins: list, outs: list) -> tuple[int, int]:
+    return 0, _elements(ins[0])
+
+
+def _no_arithmetic(op: Op, ins: list, outs: list) -> tuple[int, int]:
+    return 0, 0
+
+
+_FAMILIES: Mapping[OpType, Family] = {
+    OpType.CONV_2D: _conv, OpType.DEPTHWISE_CONV_2D: _depthwise, OpType.TRANSPOSE_CONV: _transpose_conv,
+    OpType.FULLY_CONNECTED: _fully_connected, OpType.BATCH_MATMUL: _batch_matmul,
+    OpType.UNIDIRECTIONAL_SEQUENCE_LSTM: _lstm,
+}
+_CLASS_FAMILIES: Mapping[OpClass, Family] = {
+    OpClass.ELEMENTWISE: _per_output, OpClass.TRANSCENDENTAL: _per_output, OpClass.RESIZE: _per_output,
+    OpClass.POOL: _pool, OpClass.REDUCE: _reduce, OpClass.DATA: _no_arithmetic,
+}
