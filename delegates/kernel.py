@@ -1,0 +1,87 @@
+"""The kernel of the built-in delegates: a partition's ops run with the runtime's kernels in a unit's numeric mode."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from delegates.api import DelegateKernel
+from runtime.errors import DelegateError
+from runtime.graph import DType, Graph
+from runtime.ops import Node, select_kernel
+from sim import numerics as nm
+from sim.numerics import NumericMode
+
+__all__ = ["UnitKernel"]
+
+_VIEWS = (NumericMode.FLOAT32_VIEW, NumericMode.FLOAT16)
+_INTEGER_OK = (DType.INT8, DType.UINT8, DType.INT32)
+
+
+def _identity(node: Node, x: np.ndarray) -> np.ndarray:
+    return x
+
+
+class UnitKernel(DelegateKernel):
+    """Runs a delegated partition's real math as the unit would: float16, a float view of an
+    8-bit model, or integer kernels. Timing is charged separately by the simulator."""
+
+    def __init__(self, partition, mode: NumericMode | str, unit: str):
+        super().__init__(partition)
+        self.mode = NumericMode.of(mode)
+        self.unit = unit
+        self._steps: list = []
+        self._constants: dict[int, np.ndarray] = {}
+
+    def prepare(self) -> None:
+        graph = self.partition.graph
+        view = nm.float_view(graph) if self.mode in _VIEWS else graph
+        if self.mode is NumericMode.INTEGER:
+            self._check_integer(graph)
+        self._steps = [self._step(i, graph, view) for i in self.partition.nodes]
+        self._constants = {}
+        for i in self.partition.nodes:
+            for t in view.ops[i].inputs:
+                if t >= 0 and view.tensors[t].is_constant:
+                    data = view.tensors[t].data
+                    self._constants[t] = nm.round_fp16(data) if self.mode is NumericMode.FLOAT16 else data
+
+    def _step(self, i: int, graph: Graph, view: Graph):
+        op = view.ops[i]
+        if self.mode in _VIEWS and nm.is_conversion(op, graph):
+            kernel = _identity
+        else:
+            kernel = select_kernel(op, view)
+        if kernel is None:
+            raise DelegateError(f"{graph.describe_op(i)}: no kernel to run it in {self.mode.value} mode "
+                                f"on the {self.unit}")
+        return kernel, Node(i, op, view), op.inputs, op.outputs
+
+    def _check_integer(self, graph: Graph) -> None:
+        for i in self.partition.nodes:
+            for t in (*graph.ops[i].inputs, *graph.ops[i].outputs):
+                if t >= 0 and not graph.tensors[t].is_constant and graph.tensors[t].dtype not in _INTEGER_OK:
+                    raise DelegateError(f"{graph.describe_op(i)}: {graph.describe_tensor(t)} is "
+                                        f"{graph.tensors[t].dtype.name}; the {self.unit} runs 8-bit integer "
+                                        f"models only")
+
+    def invoke(self, inputs: Mapping[int, np.ndarray]) -> dict[int, np.ndarray]:
+        graph, mode = self.partition.graph, self.mode
+        values = dict(self._constants)
+        values.update(nm.convert_inputs(inputs, graph, mode))
+        for kernel, node, ins, outs in self._steps:
+            args = [values.get(t) if t >= 0 else None for t in ins]
+            while args and args[-1] is None:
+                args.pop()
+            try:
+                result = kernel(node, *args)
+            except DelegateError:
+                raise
+            except Exception as exc:
+                raise DelegateError(f"{graph.describe_op(node.index)} failed on the {self.unit}: "
+                                    f"{type(exc).__name__}: {exc}") from exc
+            result = result if isinstance(result, tuple) else (result,)
+            for t, value in zip(outs, result):
+                values[t] = nm.settle(np.asarray(value), graph.tensors[t], mode)
+        return {t: nm.from_mode(values[t], graph.tensors[t], mode) for t in self.partition.outputs}

@@ -1,0 +1,143 @@
+"""Numeric modes of the simulated units: each runs the runtime's kernels in its own number format."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import replace
+from typing import Mapping
+
+import numpy as np
+
+from runtime.graph import DType, Graph, Op, Tensor
+from runtime.optypes import OpType
+from sim.cost import Precision
+
+__all__ = ["NumericMode", "float_view", "is_quantized", "to_mode", "from_mode", "round_fp16",
+           "fake_quant", "op_precision", "is_conversion", "settle"]
+
+
+class NumericMode(enum.Enum):
+    """How a unit computes a partition.
+
+    REFERENCE     the CPU's kernels as they are (float32, TFLite integer arithmetic for 8-bit ops).
+    FLOAT32_VIEW  a quantized model run in float32: weights dequantized once, each 8-bit activation
+                  fake-quantized after the op that writes it (how the GPU delegate runs int8 models).
+    FLOAT16       float16 storage and arithmetic: every input, weight and output rounded to float16
+                  (a quantized model: the float view, in float16).
+    INTEGER       8-bit integer kernels only (the Hexagon DSP).
+    """
+
+    REFERENCE = "reference"
+    FLOAT32_VIEW = "float32_view"
+    FLOAT16 = "float16"
+    INTEGER = "integer"
+
+    @classmethod
+    def of(cls, mode: "NumericMode | str") -> "NumericMode":
+        return mode if isinstance(mode, cls) else cls[str(mode).upper()]
+
+
+_EIGHT_BIT = (DType.INT8, DType.UINT8)
+
+
+def is_quantized(tensor: Tensor) -> bool:
+    """An 8-bit tensor with affine quantization: an activation or weight of an integer model."""
+    return tensor.dtype in _EIGHT_BIT and tensor.quant is not None
+
+
+def dequantize_array(x: np.ndarray, tensor: Tensor) -> np.ndarray:
+    q = tensor.quant
+    scale = np.asarray(q.scale, np.float32)
+    zero = np.asarray(q.zero_point, np.float32)
+    if q.per_channel:
+        shape = [1] * x.ndim
+        shape[q.axis] = -1
+        scale, zero = scale.reshape(shape), zero.reshape(shape)
+    return ((x.astype(np.float32) - zero) * scale).astype(np.float32)
+
+
+def quantize_array(x: np.ndarray, tensor: Tensor) -> np.ndarray:
+    q = tensor.quant
+    info = np.iinfo(tensor.dtype.np)
+    v = np.round(x / np.float32(q.scale[0])) + q.zero_point[0]
+    return np.clip(v, info.min, info.max).astype(tensor.dtype.np)
+
+
+def fake_quant(x: np.ndarray, tensor: Tensor) -> np.ndarray:
+    """Round a float activation onto its tensor's 8-bit grid and back: what the integer model can hold."""
+    return dequantize_array(quantize_array(x, tensor), tensor)
+
+
+def round_fp16(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest float16 (and saturated to +-inf as float16 does)."""
+    if x.dtype.kind != "f":
+        return x
+    return x.astype(np.float16).astype(np.float32)
+
+
+def _float_tensor(tensor: Tensor) -> Tensor:
+    """The float32 twin of an 8-bit (or int32 bias) quantized tensor; constants dequantized once."""
+    if tensor.quant is None or tensor.dtype not in (*_EIGHT_BIT, DType.INT32):
+        return tensor
+    if tensor.dtype is DType.INT32 and not tensor.is_constant:
+        return tensor
+    data = dequantize_array(tensor.data, tensor) if tensor.is_constant else None
+    return replace(tensor, dtype=DType.FLOAT32, data=data)
+
+
+# In the float view these ops only convert between the 8-bit and float domains: identities, with
+# the output's fake-quantization applied as after any op.
+CONVERSIONS = frozenset({OpType.QUANTIZE, OpType.DEQUANTIZE})
+
+
+def is_conversion(op: Op, graph: Graph) -> bool:
+    """A QUANTIZE/DEQUANTIZE between 8-bit and float (not the fp16-weight DEQUANTIZE)."""
+    return op.type in CONVERSIONS and graph.tensors[op.inputs[0]].dtype is not DType.FLOAT16
+
+
+def float_view(graph: Graph) -> Graph:
+    """The quantized graph as a float32 graph with the same indices (for FLOAT32_VIEW / FLOAT16)."""
+    tensors = tuple(_float_tensor(t) for t in graph.tensors)
+    return Graph(tensors, graph.ops, graph.inputs, graph.outputs, graph.name + ":float_view", graph.signatures)
+
+
+def to_mode(x: np.ndarray, tensor: Tensor, mode: NumericMode) -> np.ndarray:
+    """A value entering a unit: dequantized for a float view, rounded for float16."""
+    if mode in (NumericMode.FLOAT32_VIEW, NumericMode.FLOAT16) and is_quantized(tensor):
+        x = dequantize_array(x, tensor)
+    return round_fp16(x) if mode is NumericMode.FLOAT16 else x
+
+
+def from_mode(x: np.ndarray, tensor: Tensor, mode: NumericMode) -> np.ndarray:
+    """A value a unit produced, put back into its graph tensor's type (quantized, or float32)."""
+    if mode is NumericMode.FLOAT16:
+        x = round_fp16(x)
+    if mode in (NumericMode.FLOAT32_VIEW, NumericMode.FLOAT16) and is_quantized(tensor):
+        return quantize_array(x, tensor)
+    return x.astype(tensor.dtype.np, copy=False) if x.dtype != tensor.dtype.np else x
+
+
+def settle(x: np.ndarray, tensor: Tensor, mode: NumericMode) -> np.ndarray:
+    """An op's output inside a unit: held in the unit's storage format between ops."""
+    if mode in (NumericMode.FLOAT32_VIEW, NumericMode.FLOAT16) and is_quantized(tensor):
+        x = fake_quant(x, tensor)
+    return round_fp16(x) if mode is NumericMode.FLOAT16 else x
+
+
+def op_precision(op: Op, graph: Graph, mode: NumericMode = NumericMode.REFERENCE) -> Precision:
+    """The arithmetic an op costs on a unit: float16 mode, 8-bit data or weights, else float32."""
+    if mode is NumericMode.FLOAT16:
+        return Precision.FLOAT16
+    if mode is NumericMode.FLOAT32_VIEW:
+        return Precision.FLOAT32
+    live = [graph.tensors[t] for t in op.inputs if t >= 0 and not graph.tensors[t].is_constant]
+    if any(t.dtype in _EIGHT_BIT for t in live):
+        return Precision.INT8
+    weights = [graph.tensors[t] for t in op.inputs[1:] if t >= 0 and graph.tensors[t].is_constant]
+    if op.type is not OpType.DEQUANTIZE and any(t.dtype in _EIGHT_BIT for t in weights):
+        return Precision.INT8  # dynamic range: activations quantized on the fly, integer GEMM
+    return Precision.FLOAT32
+
+
+def convert_inputs(values: Mapping[int, np.ndarray], graph: Graph, mode: NumericMode) -> dict[int, np.ndarray]:
+    return {t: to_mode(np.asarray(v), graph.tensors[t], mode) for t, v in values.items()}

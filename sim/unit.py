@@ -1,0 +1,116 @@
+"""What every simulated compute unit shares: its SimPy resource, op execution and power accounting."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generator
+
+import simpy
+
+from sim.cost import OpCost, Precision, Work, op_cost
+from sim.spec import UnitSpec
+from sim.trace import Interval, Kind
+
+if TYPE_CHECKING:
+    from sim.soc import SoC
+
+__all__ = ["Unit", "Scales", "Tag"]
+
+
+@dataclass(frozen=True)
+class Scales:
+    """How a delegate's options move a unit off its nominal point: DVFS / execution preference /
+    backend. `rate` multiplies throughput, `power` multiplies active power, `dispatch` the launch cost."""
+
+    rate: float = 1.0
+    power: float = 1.0
+    dispatch: float = 1.0
+
+
+@dataclass(frozen=True)
+class Tag:
+    """Which inference of which stream a piece of work belongs to (-1: initialisation)."""
+
+    stream: int = 0
+    inference: int = -1
+
+
+class Unit:
+    """One compute unit. Subclasses say which precisions it runs and how it pads data; the cost
+    comes from sim.cost, the power from the profile; every busy interval goes to the trace."""
+
+    def __init__(self, soc: "SoC", spec: UnitSpec):
+        self.soc = soc
+        self.env: simpy.Environment = soc.env
+        self.spec = spec
+        self.name = spec.name
+        self.rail = spec.name
+        self.resource = simpy.Resource(self.env, capacity=1)
+
+    # -- what the unit can run --------------------------------------------------------------------
+
+    def runs(self, precision: Precision) -> bool:
+        return bool(self.spec.macs_per_s.get(precision)) or bool(self.spec.elem_per_s.get(precision))
+
+    @property
+    def channel_align(self) -> int:
+        return self.spec.channel_align
+
+    def active_watts(self, precision: Precision, scale: Scales, share: float = 1.0) -> float:
+        """Power above idle while busy: the profile's active power for the precision (or the
+        highest it lists), times the delegate's power scale and the share of the unit in use."""
+        table = self.spec.active_w
+        watts = table.get(precision, max(table.values(), default=self.spec.idle_w))
+        return max(0.0, (watts * scale.power - self.spec.idle_w) * share)
+
+    def cost(self, work: Work, scale: Scales, bandwidth: float | None, threads: int = 1) -> OpCost:
+        rates = self.spec.rates(threads, scale.rate)
+        if scale.dispatch != 1.0:
+            rates = type(rates)(rates.macs_per_s, rates.elem_per_s, rates.bandwidth,
+                                rates.dispatch_s * scale.dispatch, rates.efficiency)
+        return op_cost(work, rates, bandwidth)
+
+    # -- SimPy processes ------------------------------------------------------------------------
+
+    def _acquire(self, threads: int):
+        return self.resource.request()
+
+    def _release(self, request, threads: int) -> None:
+        self.resource.release(request)
+
+    def _share(self, threads: int) -> float:
+        return 1.0
+
+    def execute(self, work: Work, tag: Tag, scale: Scales = Scales(), threads: int = 1,
+                args: tuple[tuple[str, Any], ...] = ()) -> Generator:
+        """Run one op: wait for the unit, take a DRAM share, hold for dispatch + max(compute, memory)."""
+        request = self._acquire(threads)
+        yield request
+        try:
+            token, granted = self.soc.dram.acquire(self.spec.bandwidth)
+            cost = self.cost(work, scale, min(granted, self.spec.bandwidth), threads)
+            start = self.env.now
+            yield self.env.timeout(cost.seconds)
+            self.soc.dram.release(token, work.bytes)
+        finally:
+            self._release(request, threads)
+        self.soc.trace.add(Interval(
+            self.name, work.op, Kind.OP, start, self.env.now, self.rail,
+            self.active_watts(work.precision, scale, self._share(threads)), work.bytes, tag.stream,
+            tag.inference, (("precision", work.precision.value), ("macs", work.macs),
+                            ("bound", cost.bound), *args)))
+        return cost
+
+    def hold(self, seconds: float, name: str, kind: Kind, tag: Tag, precision: Precision,
+             scale: Scales = Scales(), nbytes: int = 0) -> Generator:
+        """Keep the unit busy for a fixed time (compilation, a remote call, a weight upload)."""
+        request = self._acquire(1)
+        yield request
+        try:
+            start = self.env.now
+            yield self.env.timeout(seconds)
+        finally:
+            self._release(request, 1)
+        self.soc.trace.add(Interval(self.name, name, kind, start, self.env.now, self.rail,
+                                    self.active_watts(precision, scale, self._share(1)), nbytes,
+                                    tag.stream, tag.inference))
