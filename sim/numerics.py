@@ -70,7 +70,7 @@ def fake_quant(x: np.ndarray, tensor: Tensor) -> np.ndarray:
 
 def round_fp16(x: np.ndarray) -> np.ndarray:
     """float32 values rounded to the nearest float16 (and saturated to +-inf as float16 does)."""
-    if x.dtype.kind != "f":
+    if x.dtype != np.float32:  # float16 weights stay as stored; integers are not rounded
         return x
     return x.astype(np.float16).astype(np.float32)
 
