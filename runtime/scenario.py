@@ -1,0 +1,396 @@
+"""Scenario files: the YAML that says what to simulate, checked at load time and expanded over its matrix.
+
+A scenario is a mapping (scenarios/README.md gives every key with examples):
+
+    name, description     optional text; the name defaults to the file's stem
+    device                required: a shipped profile name (sim/profiles) or a profile .yaml path
+    model                 required: {zoo: NAME, args: {...}} or {path: FILE.tflite}, plus
+                          quantization: none | float16 | dynamic_range | int8 (zoo models only)
+    delegates             list applied in order, each `KIND` or `KIND: {options}` with KIND one of gpu,
+                          nnapi, hexagon, coreml, or `external: {path: "pkg.mod:factory", options: {...}}`
+    cpu: {threads}        inputs: {distribution: gaussian | uniform, seed, low, high} or {file: .npy/.npz}
+    runs: {warmup, count} streams (parallel inference streams)   timing_only (skip the math)
+    matrix                key path (`device`, `model.quantization`, `model.args.alpha`, ...) -> list of values
+
+Paths are relative to the scenario file. Matrix cells are the cartesian product of the lists in the order
+the keys are written, the last key varying fastest; each cell is the document with its values set and is
+checked as a whole. `Scenario.cell` holds a cell's (key path, value) pairs and `Scenario.label` a short
+text such as "device=pixel4 delegates=gpu quantization=int8" (the name when there is no matrix).
+Delegate option keys are left to the delegate factory. Every mistake raises ScenarioError reading
+`FILE:LINE: key.path: what is wrong`; a value set by the matrix is reported at its matrix entry's line.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import inspect
+import itertools
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Iterator, Mapping
+
+from runtime.errors import ScenarioError
+from runtime.yamlcheck import (Ctx, Key, flag, freeze, integer, kind, mapping, member, number, overlay, parse, suggest,
+                               text)
+
+__all__ = ["Quantization", "Distribution", "DELEGATE_KINDS", "ModelSpec", "DelegateSpec", "CpuSpec",
+           "InputSpec", "RunSpec", "Scenario", "load_scenario", "scenario_from_text", "known_profiles"]
+
+
+class Quantization(enum.Enum):
+    NONE = "none"
+    FLOAT16 = "float16"
+    DYNAMIC_RANGE = "dynamic_range"
+    INT8 = "int8"
+
+
+class Distribution(enum.Enum):
+    GAUSSIAN = "gaussian"
+    UNIFORM = "uniform"
+    FILE = "file"
+
+
+DELEGATE_KINDS = ("gpu", "nnapi", "hexagon", "coreml", "external")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A zoo model by name and builder arguments, or a .tflite file; and the quantization to apply."""
+
+    zoo: str | None = None
+    args: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    path: Path | None = None
+    quantization: Quantization = Quantization.NONE
+
+
+@dataclass(frozen=True)
+class DelegateSpec:
+    """One delegate to apply; its options are checked by the delegate factory, not here."""
+
+    kind: str
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    factory: str | None = None          # external delegates: "package.module:callable"
+
+
+@dataclass(frozen=True)
+class CpuSpec:
+    threads: int | None = None
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    distribution: Distribution = Distribution.GAUSSIAN
+    seed: int = 0
+    low: float = 0.0
+    high: float = 1.0
+    file: Path | None = None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    warmup: int = 1
+    count: int = 50
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One matrix cell of a scenario file, fully checked; paths are absolute."""
+
+    name: str
+    source: Path
+    device: str                         # the profile name (a profile file's stem when given by path)
+    model: ModelSpec
+    description: str = ""
+    device_file: Path | None = None     # set when the device was given as a path
+    delegates: tuple[DelegateSpec, ...] = ()
+    cpu: CpuSpec = CpuSpec()
+    inputs: InputSpec = InputSpec()
+    runs: RunSpec = RunSpec()
+    streams: int = 1
+    timing_only: bool = False
+    cell: tuple[tuple[str, Any], ...] = ()
+    label: str = ""
+
+
+# Key tree of the schema: a dict is a section with known keys, None a leaf, _FREE a mapping of any keys.
+_FREE = "free"
+_SCHEMA: dict[str, Any] = {
+    "name": None, "description": None, "device": None,
+    "model": {"zoo": None, "args": _FREE, "path": None, "quantization": None},
+    "delegates": None, "cpu": {"threads": None},
+    "inputs": {"distribution": None, "seed": None, "low": None, "high": None, "file": None},
+    "runs": {"warmup": None, "count": None}, "streams": None, "timing_only": None, "matrix": None,
+}
+_FIXED = ("name", "description", "matrix")      # what a matrix may not vary
+_FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+# ---- public API
+
+
+def load_scenario(path: str | os.PathLike) -> tuple[Scenario, ...]:
+    """Read, check and expand a scenario file: one Scenario per matrix cell, in matrix order."""
+    p = Path(path)
+    try:
+        content = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(f"{p}: no such scenario file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{p}: cannot read the scenario: {exc}") from None
+    return scenario_from_text(content, p)
+
+
+def scenario_from_text(text: str, source: str | os.PathLike = "<string>") -> tuple[Scenario, ...]:
+    """As load_scenario, for YAML text; relative paths resolve against `source`'s folder."""
+    src = Path(source)
+    data, lines = parse(text, str(src), ScenarioError)
+    ctx = Ctx(str(src), src.parent.resolve(), lines, ScenarioError)
+    doc = mapping(ctx, data, (), _SCHEMA)
+    return tuple(_scenario(replace(ctx, lines=cell_lines), cell_doc, src, cell)
+                 for cell_doc, cell_lines, cell in _cells(ctx, doc))
+
+
+def known_profiles() -> tuple[str, ...]:
+    """Names of the device profiles shipped with the simulator."""
+    try:
+        from sim.profile import list_profiles
+    except ModuleNotFoundError as exc:
+        if exc.name != "sim.profile":
+            raise
+        import sim
+        return tuple(sorted(p.stem for p in (Path(sim.__file__).parent / "profiles").glob("*.yaml")))
+    return tuple(list_profiles())
+
+
+# ---- sections
+
+
+def _scenario(ctx: Ctx, doc: dict[str, Any], source: Path, cell: tuple[tuple[str, Any], ...]) -> Scenario:
+    for key in ("device", "model"):
+        if key not in doc:
+            raise ctx.fail((key,), "required key missing")
+    device, device_file = _device(ctx, doc["device"], ("device",))
+    name = text(ctx, doc.get("name", source.stem), ("name",))
+    return Scenario(
+        name=name, source=source.resolve(), device=device, device_file=device_file,
+        model=_model(ctx, doc["model"], ("model",)),
+        description=text(ctx, doc["description"], ("description",)) if "description" in doc else "",
+        delegates=_delegates(ctx, doc.get("delegates"), ("delegates",)),
+        cpu=_cpu(ctx, doc.get("cpu", {}), ("cpu",)),
+        inputs=_inputs(ctx, doc.get("inputs", {}), ("inputs",)),
+        runs=_runs(ctx, doc.get("runs", {}), ("runs",)),
+        streams=integer(ctx, doc.get("streams", 1), ("streams",)),
+        timing_only=flag(ctx, doc.get("timing_only", False), ("timing_only",)),
+        cell=tuple((k, freeze(v)) for k, v in cell), label=_label(cell) if cell else name)
+
+
+def _device(ctx: Ctx, value: Any, path: Key) -> tuple[str, Path | None]:
+    name = text(ctx, value, path)
+    if "/" in name or os.sep in name or name.endswith((".yaml", ".yml")):
+        found = ctx.file(name, path, "device profile file")
+        return found.stem, found
+    known = known_profiles()
+    if name not in known:
+        raise ctx.fail(path, f"unknown device profile '{name}'{suggest(name, known)} (shipped: "
+                             f"{', '.join(known)}; or give a path to a profile .yaml file)")
+    return name, None
+
+
+def _model(ctx: Ctx, value: Any, path: Key) -> ModelSpec:
+    m = mapping(ctx, value, path, _SCHEMA["model"])
+    if ("zoo" in m) == ("path" in m):
+        raise ctx.fail(path, "give exactly one of zoo (a model name) or path (a .tflite file)")
+    q_path = path + ("quantization",)
+    quant = Quantization(member(ctx, m.get("quantization", "none"), q_path,
+                                 tuple(q.value for q in Quantization)))
+    if "path" in m:
+        if "args" in m:
+            raise ctx.fail(path + ("args",), "args are for zoo models; a .tflite file is used as it is")
+        if quant is not Quantization.NONE:
+            raise ctx.fail(q_path, "quantization applies to zoo models only; a .tflite file is used as it is")
+        return ModelSpec(path=ctx.file(m["path"], path + ("path",), "model file"))
+    name = _zoo_name(ctx, m["zoo"], path + ("zoo",))
+    args = _zoo_args(ctx, name, m.get("args", {}), path + ("args",))
+    return ModelSpec(zoo=name, args=freeze(args), quantization=quant)
+
+
+def _zoo_name(ctx: Ctx, value: Any, path: Key) -> str:
+    from runtime.zoo import MODELS
+    name = text(ctx, value, path)
+    if name not in MODELS:
+        raise ctx.fail(path, f"unknown zoo model '{name}'{suggest(name, MODELS)} (known: "
+                             f"{', '.join(sorted(MODELS))})")
+    return name
+
+
+def _zoo_args(ctx: Ctx, name: str, value: Any, path: Key) -> dict[str, Any]:
+    from runtime.zoo import MODELS
+    params = inspect.signature(MODELS[name]).parameters
+    args = mapping(ctx, value, path)
+    for key, arg in args.items():
+        if key not in params:
+            raise ctx.fail(path + (key,), f"zoo model '{name}' takes no argument '{key}'{suggest(key, params)} "
+                                          f"(it takes {', '.join(params)})")
+        default = params[key].default
+        if isinstance(default, int) and not isinstance(default, bool):
+            integer(ctx, arg, path + (key,), least=None)
+        elif isinstance(default, float):
+            number(ctx, arg, path + (key,))
+    return dict(args)
+
+
+def _delegates(ctx: Ctx, value: Any, path: Key) -> tuple[DelegateSpec, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ctx.fail(path, f"expected a list of delegates, got {kind(value)}")
+    return tuple(_delegate(ctx, item, path + (i,)) for i, item in enumerate(value))
+
+
+def _delegate(ctx: Ctx, item: Any, path: Key) -> DelegateSpec:
+    if isinstance(item, str):
+        name, options = item, None
+    elif isinstance(item, dict) and len(item) == 1:
+        ((name, options),) = mapping(ctx, item, path).items()
+    else:
+        raise ctx.fail(path, f"expected one delegate, as `gpu` or `gpu: {{options}}`, got {kind(item)}")
+    path += (name,)
+    member(ctx, name, path, DELEGATE_KINDS)
+    options = mapping(ctx, {} if options is None else options, path)
+    return _external(ctx, options, path) if name == "external" else DelegateSpec(name, freeze(options))
+
+
+def _external(ctx: Ctx, m: dict[str, Any], path: Key) -> DelegateSpec:
+    mapping(ctx, m, path, ("path", "options"))
+    if "path" not in m:
+        raise ctx.fail(path + ("path",), "required key missing: the delegate factory as 'package.module:callable'")
+    factory = text(ctx, m["path"], path + ("path",))
+    if not _FACTORY.match(factory):
+        raise ctx.fail(path + ("path",), f"'{factory}' is not of the form 'package.module:callable'")
+    return DelegateSpec("external", freeze(mapping(ctx, m.get("options") or {}, path + ("options",))), factory)
+
+
+def _cpu(ctx: Ctx, value: Any, path: Key) -> CpuSpec:
+    m = mapping(ctx, value, path, _SCHEMA["cpu"])
+    return CpuSpec(integer(ctx, m["threads"], path + ("threads",)) if "threads" in m else None)
+
+
+def _inputs(ctx: Ctx, value: Any, path: Key) -> InputSpec:
+    m = mapping(ctx, value, path, _SCHEMA["inputs"])
+    if "file" in m:
+        for key in ("distribution", "seed", "low", "high"):
+            if key in m:
+                raise ctx.fail(path + (key,), "not used with file: the inputs come from the file")
+        found = ctx.file(m["file"], path + ("file",), "input file")
+        if found.suffix not in (".npy", ".npz"):
+            raise ctx.fail(path + ("file",), f"input file {found} is not a .npy or .npz file")
+        return InputSpec(Distribution.FILE, file=found)
+    dist = Distribution(member(ctx, m.get("distribution", "gaussian"), path + ("distribution",),
+                                ("gaussian", "uniform")))
+    seed = integer(ctx, m.get("seed", 0), path + ("seed",), least=0)
+    if dist is Distribution.GAUSSIAN:
+        for key in ("low", "high"):
+            if key in m:
+                raise ctx.fail(path + (key,), "low and high apply to the uniform distribution only")
+        return InputSpec(dist, seed)
+    low = number(ctx, m.get("low", 0.0), path + ("low",))
+    high = number(ctx, m.get("high", 1.0), path + ("high",))
+    if low >= high:
+        raise ctx.fail(path + ("high",), f"must be above low ({low:g})")
+    return InputSpec(dist, seed, low, high)
+
+
+def _runs(ctx: Ctx, value: Any, path: Key) -> RunSpec:
+    m = mapping(ctx, value, path, _SCHEMA["runs"])
+    return RunSpec(integer(ctx, m.get("warmup", 1), path + ("warmup",), least=0),
+                   integer(ctx, m.get("count", 50), path + ("count",)))
+
+
+# ---- the matrix
+
+
+def _schema_paths(tree: Mapping[str, Any] = _SCHEMA, prefix: str = "") -> Iterator[str]:
+    for key, sub in tree.items():
+        yield prefix + key
+        if isinstance(sub, dict):
+            yield from _schema_paths(sub, f"{prefix}{key}.")
+
+
+def _target(ctx: Ctx, key: str, path: Key) -> tuple[str, ...]:
+    parts = tuple(key.split("."))
+    if parts[0] in _FIXED:
+        raise ctx.fail(path, f"'{parts[0]}' cannot vary in a matrix")
+    level: Any = _SCHEMA
+    for n, part in enumerate(parts):
+        if level == _FREE and part:
+            return parts[:n + 1] if n + 1 == len(parts) else _bad_target(ctx, key, path)
+        if not isinstance(level, dict) or part not in level:
+            return _bad_target(ctx, key, path)
+        level = level[part]
+    return parts
+
+
+def _bad_target(ctx: Ctx, key: str, path: Key) -> tuple[str, ...]:
+    paths = [p for p in _schema_paths() if p.split(".")[0] not in _FIXED]
+    raise ctx.fail(path, f"'{key}' is not a scenario key path{suggest(key, paths)}")
+
+
+def _axes(ctx: Ctx, matrix: Any) -> list[tuple[str, tuple[str, ...], list[Any]]]:
+    matrix = mapping(ctx, matrix, ("matrix",))
+    if not matrix:
+        raise ctx.fail(("matrix",), "expected at least one key path with a list of values")
+    axes = []
+    for key, values in matrix.items():
+        target = _target(ctx, key, ("matrix", key))
+        if not isinstance(values, list) or not values:
+            raise ctx.fail(("matrix", key), f"expected a non-empty list of values, got {kind(values)}")
+        for other, other_target, _ in axes:
+            if target[:len(other_target)] == other_target or other_target[:len(target)] == target:
+                raise ctx.fail(("matrix", key), f"overlaps matrix key '{other}'")
+        axes.append((key, target, values))
+    return axes
+
+
+def _cells(ctx: Ctx, doc: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[Key, int], tuple]]:
+    if "matrix" not in doc:
+        yield doc, dict(ctx.lines), ()
+        return
+    axes = _axes(ctx, doc["matrix"])
+    base = {k: v for k, v in doc.items() if k != "matrix"}
+    for combo in itertools.product(*(range(len(values)) for _, _, values in axes)):
+        cell_doc, lines = copy.deepcopy(base), dict(ctx.lines)
+        for (key, target, values), i in zip(axes, combo):
+            overlay(ctx, cell_doc, lines, target, ("matrix", key, i), copy.deepcopy(values[i]))
+        yield cell_doc, lines, tuple((key, values[i]) for (key, _, values), i in zip(axes, combo))
+
+
+# ---- labels
+
+
+def _label(cell: tuple[tuple[str, Any], ...]) -> str:
+    tails = [key.rsplit(".", 1)[-1] for key, _ in cell]
+    return " ".join(f"{tail if tails.count(tail) == 1 else key}={_show(value, key == 'delegates')}"
+                    for (key, value), tail in zip(cell, tails))
+
+
+def _show(value: Any, delegates: bool = False) -> str:
+    if delegates and isinstance(value, list):
+        return "+".join(_show_delegate(d) for d in value) or "cpu"
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    if isinstance(value, dict):
+        return ",".join(f"{k}={_show(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return "[" + ",".join(_show(v) for v in value) + "]"
+    return str(value)
+
+
+def _show_delegate(entry: Any) -> str:
+    if not isinstance(entry, dict) or len(entry) != 1:
+        return _show(entry)
+    ((name, options),) = entry.items()
+    return f"{name}({_show(options)})" if options else str(name)
