@@ -133,3 +133,12 @@ def float_graphs(draw, max_ops: int = 6):
     if len(tensors) > 2 and draw(st.booleans()):
         outputs.append(tensors[draw(st.integers(1, len(tensors) - 2))])
     return b.build(outputs)
+
+
+def support_sets(n_nodes: int):
+    """Plan positions a delegate might support among `n_nodes`: none, all, alternating runs of
+    1-4 nodes (the case that splits a plan into most partitions), or any subset."""
+    positions = range(n_nodes)
+    runs = st.integers(1, 4).map(lambda k: frozenset(i for i in positions if (i // k) % 2 == 0))
+    anything = st.sets(st.sampled_from(positions)).map(frozenset) if n_nodes else st.just(frozenset())
+    return st.one_of(st.just(frozenset()), st.just(frozenset(positions)), runs, anything)
