@@ -18,3 +18,7 @@ class ScenarioError(TestbedError):
 
 class DelegateError(TestbedError):
     """A delegate failed to initialise, prepare or invoke."""
+
+
+class ProfileError(TestbedError):
+    """A device profile file is malformed or missing: names the file, line and key."""

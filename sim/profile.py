@@ -1,0 +1,410 @@
+"""Phone profiles: read a YAML file written in human units, validate every key, build a spec.Profile."""
+
+from __future__ import annotations
+
+import enum
+import os
+import reprlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import yaml
+
+from runtime.errors import ProfileError
+from runtime.optypes import OpType
+from sim.cost import OpClass, Precision
+from sim.spec import CopySpec, DramSpec, NnapiDeviceSpec, Profile, UnitKind, UnitSpec
+
+__all__ = ["load_profile", "list_profiles", "profile_from_dict", "ExecutionPreference", "Platform",
+           "EXTRAS", "PROFILE_DIR"]
+
+PROFILE_DIR = Path(__file__).parent / "profiles"
+
+Key = tuple[str | int, ...]
+Check = Callable[["_Ctx", Any, Key], Any]
+
+
+class Platform(enum.Enum):
+    ANDROID = "android"
+    IOS = "ios"
+
+
+class ExecutionPreference(enum.Enum):
+    """NNAPI execution preferences a driver may trade speed for power under."""
+
+    LOW_POWER = "low_power"
+    FAST_SINGLE_ANSWER = "fast_single_answer"
+    SUSTAINED_SPEED = "sustained_speed"
+
+
+# The `extras` a unit kind may carry, and what each means to the device model that reads it.
+EXTRAS: Mapping[UnitKind, Mapping[str, str]] = {
+    UnitKind.CPU: {}, UnitKind.ANE: {},
+    UnitKind.GPU: {
+        "opengl_rate_scale": "rate multiplier on the OpenGL backend (OpenCL is the reference)",
+        "opengl_dispatch_scale": "per-op dispatch multiplier on the OpenGL backend",
+        "fp16_bytes_scale": "bytes a float16 tensor moves relative to the float32 tensor",
+        "sustained_rate_scale": "rate multiplier under the SUSTAINED_SPEED inference preference",
+    },
+    UnitKind.DSP: {
+        "hvx_contexts": "HVX vector contexts the DSP runs in parallel",
+        "powersave_rate_scale": "rate multiplier at the delegate's highest powersave level",
+        "powersave_power_scale": "active-power multiplier at the highest powersave level",
+    },
+    UnitKind.NPU: {"sram_mb": "on-chip memory; weights beyond it stream from DRAM on every inference"},
+}
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    """Where values came from, so every error can name the file, line and key path."""
+
+    source: str
+    lines: Mapping[Key, int]
+
+    def fail(self, path: Key, message: str) -> ProfileError:
+        # A missing key has no line of its own: point at the nearest enclosing key that has one.
+        line = next((self.lines[path[:n]] for n in range(len(path), -1, -1) if path[:n] in self.lines), None)
+        where = f"{self.source}:{line}" if line else self.source
+        return ProfileError(f"{where}: {_dotted(path)}: {message}" if path else f"{where}: {message}")
+
+
+_show = reprlib.repr   # a bad value may be a huge aliased list: show its start only
+
+
+def _dotted(path: Key) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _parse(text: str, source: str) -> tuple[Any, dict[Key, int]]:
+    try:
+        loader = yaml.SafeLoader(text)   # the reader rejects unprintable characters here already
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                raise ProfileError(f"{source}:1: the file is empty; a profile is a mapping")
+            lines: dict[Key, int] = {(): node.start_mark.line + 1}
+            _index(node, (), lines, source)
+            return loader.construct_document(node), lines
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        raise ProfileError(f"{source}{line}: invalid YAML: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{source}: invalid YAML: {exc}") from None
+
+
+def _index(node: yaml.Node, path: Key, lines: dict[Key, int], source: str,
+           above: frozenset[int] = frozenset(), done: set[int] | None = None) -> None:
+    """Record the line of every key and list item; PyYAML would silently keep the last of duplicate keys.
+
+    An aliased node is walked once (its later uses keep the alias's line), so nested aliases cannot
+    blow up; one that contains itself is an error."""
+    if id(node) in above:
+        raise ProfileError(f"{source}:{node.start_mark.line + 1}: {_dotted(path)}: an alias contains itself")
+    done = set() if done is None else done
+    if id(node) in done:
+        return
+    done.add(id(node))
+    above = above | {id(node)}
+    pairs = node.value if isinstance(node, yaml.MappingNode) else ()
+    items = node.value if isinstance(node, yaml.SequenceNode) else ()
+    for key_node, value in pairs:
+        sub = path + (str(key_node.value),)
+        if sub in lines:
+            raise ProfileError(f"{source}:{key_node.start_mark.line + 1}: {_dotted(sub)}: duplicate key")
+        lines[sub] = key_node.start_mark.line + 1
+        _index(value, sub, lines, source, above, done)
+    for i, item in enumerate(items):
+        lines[path + (i,)] = item.start_mark.line + 1
+        _index(item, path + (i,), lines, source, above, done)
+
+
+def _number(ctx: _Ctx, value: Any, path: Key, want: str, ok: Callable[[float], bool]) -> float:
+    # abs() < 1e300 also rejects inf, nan and ints too large for a float
+    good = isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e300
+    if not good or not ok(value):
+        raise ctx.fail(path, f"must be {want}, got {_show(value)}")
+    return float(value)
+
+
+# Dividing by an exact power of ten rounds once, so 2 us becomes 2e-6 exactly as written.
+def _positive(times: float = 1.0, per: float = 1.0) -> Check:
+    return lambda ctx, v, p: _number(ctx, v, p, "a positive number", lambda x: x > 0) * times / per
+
+
+def _nonneg(times: float = 1.0, per: float = 1.0) -> Check:
+    return lambda ctx, v, p: _number(ctx, v, p, "a number >= 0", lambda x: x >= 0) * times / per
+
+
+def _fraction(ctx: _Ctx, value: Any, path: Key) -> float:
+    return _number(ctx, value, path, "a fraction in (0, 1]", lambda x: 0 < x <= 1)
+
+
+def _integer(least: int) -> Check:
+    def check(ctx: _Ctx, value: Any, path: Key) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ctx.fail(path, f"must be an integer >= {least}, got {_show(value)}")
+        return value
+    return check
+
+
+def _text(ctx: _Ctx, value: Any, path: Key) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ctx.fail(path, f"must be a non-empty string, got {_show(value)}")
+    return value
+
+
+def _flag(ctx: _Ctx, value: Any, path: Key) -> bool:
+    if value is not True and value is not False:
+        raise ctx.fail(path, f"must be true or false, got {_show(value)}")
+    return value
+
+
+def _member(ctx: _Ctx, kind: type[enum.Enum], value: Any, path: Key, what: str) -> Any:
+    names = [m.value for m in kind]
+    if value not in names:
+        raise ctx.fail(path, f"unknown {what} {_show(value)}; expected one of {', '.join(names)}")
+    return kind(value)
+
+
+def _choice(kind: type[enum.Enum], what: str) -> Check:
+    return lambda ctx, v, p: _member(ctx, kind, v, p, what)
+
+
+def _mapping(ctx: _Ctx, value: Any, path: Key) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ctx.fail(path, f"must be a mapping, got {_show(value)}")
+    for key in value:
+        if not isinstance(key, str):
+            raise ctx.fail(path + (str(key),), f"keys must be names, got {_show(key)}")
+    return value
+
+
+def _table(kind: type[enum.Enum], what: str, check: Check) -> Check:
+    """A mapping keyed by an Enum's values (precisions, op classes), each value checked."""
+    def run(ctx: _Ctx, value: Any, path: Key) -> dict[Any, Any]:
+        table = _mapping(ctx, value, path)
+        if not table:
+            raise ctx.fail(path, f"must name at least one {what}")
+        return {_member(ctx, kind, k, path + (k,), what): check(ctx, v, path + (k,))
+                for k, v in table.items()}
+    return run
+
+
+def _names(kind: type[enum.Enum], what: str, by_name: bool = False) -> Check:
+    """A non-empty list of distinct Enum names (op types) or values (precisions)."""
+    def run(ctx: _Ctx, value: Any, path: Key) -> frozenset[str] | frozenset[Any]:
+        if not isinstance(value, list) or not value:
+            raise ctx.fail(path, f"must be a non-empty list of {what} names, got {_show(value)}")
+        known = {m.name if by_name else m.value: m for m in kind}
+        for i, item in enumerate(value):
+            if not isinstance(item, str) or item not in known:
+                raise ctx.fail(path + (i,), f"unknown {what} {_show(item)}")
+            if item in value[:i]:
+                raise ctx.fail(path + (i,), f"{what} {_show(item)} listed twice")
+        return frozenset(value) if by_name else frozenset(known[x] for x in value)
+    return run
+
+
+def _pair(ctx: _Ctx, value: Any, path: Key) -> tuple[float, float]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise ctx.fail(path, f"must be a [rate scale, power scale] pair, got {_show(value)}")
+    return tuple(_positive()(ctx, v, path + (i,)) for i, v in enumerate(value))
+
+
+def _preferences(ctx: _Ctx, value: Any, path: Key) -> dict[str, tuple[float, float]]:
+    table = _table(ExecutionPreference, "execution preference", _pair)(ctx, value, path)
+    return {pref.value: pair for pref, pair in table.items()}   # the spec keys them by name
+
+
+def _extras(ctx: _Ctx, value: Any, path: Key) -> dict[str, float]:
+    return {k: _positive()(ctx, v, path + (k,)) for k, v in _mapping(ctx, value, path).items()}
+
+
+@dataclass(frozen=True)
+class _F:
+    """One YAML key: the spec field it fills, whether it must be there, and its check."""
+
+    field: str
+    required: bool
+    check: Check
+
+
+GIGA, MICRO, MILLI, PICO = 1e9, 1e6, 1e3, 1e12   # "per" divisors for us/ms/pJ, a multiplier for G
+
+_DRAM = {"bandwidth_gbs": _F("bandwidth", True, _positive(times=GIGA)),
+         "pj_per_byte": _F("energy_per_byte", True, _nonneg(per=PICO)),
+         "idle_w": _F("idle_w", False, _nonneg())}
+_COPY = {"bandwidth_gbs": _F("bandwidth", True, _positive(times=GIGA)),
+         "sync_us": _F("sync_s", True, _nonneg(per=MICRO)),
+         "engines": _F("engines", False, _integer(1))}
+_UNIT = {"kind": _F("kind", True, _choice(UnitKind, "unit kind")),
+         "cores": _F("cores", False, _integer(1)),
+         "gmacs": _F("macs_per_s", True, _table(Precision, "precision", _positive(times=GIGA))),
+         "gelems": _F("elem_per_s", True, _table(Precision, "precision", _positive(times=GIGA))),
+         "bandwidth_gbs": _F("bandwidth", True, _positive(times=GIGA)),
+         "dispatch_us": _F("dispatch_s", True, _nonneg(per=MICRO)),
+         "active_w": _F("active_w", True, lambda ctx, v, p: v),   # checked once the precisions are known
+         "idle_w": _F("idle_w", True, _nonneg()),
+         "efficiency": _F("efficiency", False, _table(OpClass, "op class", _fraction)),
+         "init_ms": _F("init_s", False, _nonneg(per=MILLI)),
+         "cached_init_ms": _F("cached_init_s", False, _nonneg(per=MILLI)),
+         "invoke_us": _F("invoke_s", False, _nonneg(per=MICRO)),
+         "channel_align": _F("channel_align", False, _integer(1)),
+         "convert_gbs": _F("convert_per_s", False, _positive(times=GIGA)),
+         "extras": _F("extras", False, _extras)}
+_DEVICE = {"name": _F("name", True, _text),
+           "unit": _F("unit", True, _text),
+           "feature_level": _F("feature_level", True, _integer(27)),
+           "ops": _F("ops", True, _names(OpType, "op type", by_name=True)),
+           "precisions": _F("precisions", True, _names(Precision, "precision")),
+           "compile_ms": _F("compile_s", False, _nonneg(per=MILLI)),
+           "cached_compile_ms": _F("cached_compile_s", False, _nonneg(per=MILLI)),
+           "execution_us": _F("execution_s", False, _nonneg(per=MICRO)),
+           "preference": _F("preference", False, lambda ctx, v, p: _preferences(ctx, v, p))}
+_NNAPI = {"devices": _F("devices", True, lambda ctx, v, p: _devices(ctx, v, p))}
+_TOP = {"name": _F("name", True, _text),
+        "description": _F("description", True, _text),
+        "os": _F("os", True, _choice(Platform, "os")),
+        "api_level": _F("api_level", True, _integer(0)),
+        "has_neural_engine": _F("has_neural_engine", False, _flag),
+        "dram": _F("dram", True, lambda ctx, v, p: DramSpec(**_fields(ctx, v, p, _DRAM))),
+        "copy": _F("copy", True, lambda ctx, v, p: CopySpec(**_fields(ctx, v, p, _COPY))),
+        "units": _F("units", True, lambda ctx, v, p: _units(ctx, v, p)),
+        "nnapi": _F("nnapi_devices", False, lambda ctx, v, p: _fields(ctx, v, p, _NNAPI)["devices"])}
+
+
+def _fields(ctx: _Ctx, value: Any, path: Key, schema: Mapping[str, _F]) -> dict[str, Any]:
+    """Check a mapping against a schema: no unknown keys, no missing ones; values by spec field name."""
+    table = _mapping(ctx, value, path)
+    for key in table:
+        if key not in schema:
+            raise ctx.fail(path + (key,), f"unknown key; expected one of {', '.join(schema)}")
+    for key, f in schema.items():
+        if f.required and key not in table:
+            raise ctx.fail(path + (key,), "required key is missing")
+    return {schema[k].field: schema[k].check(ctx, v, path + (k,)) for k, v in table.items()}
+
+
+def _units(ctx: _Ctx, value: Any, path: Key) -> tuple[UnitSpec, ...]:
+    units = tuple(_unit(ctx, name, raw, path + (name,)) for name, raw in _mapping(ctx, value, path).items())
+    if not any(u.kind is UnitKind.CPU for u in units):
+        raise ctx.fail(path, "no unit of kind cpu; every profile needs one to run what no delegate takes")
+    return units
+
+
+def _unit(ctx: _Ctx, name: str, raw: Any, path: Key) -> UnitSpec:
+    f = _fields(ctx, raw, path, _UNIT)
+    runs = set(f["macs_per_s"])
+    if set(f["elem_per_s"]) != runs:
+        odd = sorted(p.value for p in runs ^ set(f["elem_per_s"]))
+        raise ctx.fail(path + ("gelems",),
+                       f"must name the same precisions as gmacs (differs in {', '.join(odd)})")
+    f["active_w"] = _unit_power(ctx, f["active_w"], runs, path + ("active_w",))
+    if f.get("cached_init_s", 0.0) > f.get("init_s", 0.0):
+        raise ctx.fail(path + ("cached_init_ms",), "must not exceed init_ms")
+    allowed = EXTRAS[f["kind"]]
+    for key in f.get("extras", {}):
+        if key not in allowed:
+            known = ", ".join(allowed) or "none"
+            raise ctx.fail(path + ("extras", key),
+                           f"unknown extra for a {f['kind'].value} unit; known: {known}")
+    return UnitSpec(name=name, **f)
+
+
+def _unit_power(ctx: _Ctx, raw: Any, runs: set[Precision], path: Key) -> dict[Precision, float]:
+    """One power for every precision the unit runs, or a mapping with exactly those precisions."""
+    if not isinstance(raw, dict):
+        return dict.fromkeys(runs, _nonneg()(ctx, raw, path))
+    watts = _table(Precision, "precision", _nonneg())(ctx, raw, path)
+    for p in sorted(set(watts) ^ runs, key=lambda p: p.value):
+        raise ctx.fail(path + (p.value,), "the unit runs no such precision (gmacs has no rate for it)"
+                       if p in watts else "required key is missing: the unit runs this precision")
+    return watts
+
+
+def _devices(ctx: _Ctx, raw: Any, path: Key) -> tuple[NnapiDeviceSpec, ...]:
+    if not isinstance(raw, list):
+        raise ctx.fail(path, f"must be a list of devices, got {_show(raw)}")
+    devices = tuple(_device(ctx, item, path + (i,)) for i, item in enumerate(raw))
+    for i, d in enumerate(devices):
+        if any(e.name == d.name for e in devices[:i]):
+            raise ctx.fail(path + (i, "name"), f"device {_show(d.name)} listed twice")
+    return devices
+
+
+def _device(ctx: _Ctx, raw: Any, path: Key) -> NnapiDeviceSpec:
+    f = _fields(ctx, raw, path, _DEVICE)
+    if f.get("cached_compile_s", 0.0) > f.get("compile_s", 0.0):
+        raise ctx.fail(path + ("cached_compile_ms",), "must not exceed compile_ms")
+    return NnapiDeviceSpec(**f)
+
+
+def _cross_check(ctx: _Ctx, f: Mapping[str, Any]) -> None:
+    """What no single key can show: devices on units that exist, precisions those units run."""
+    units = {u.name: u for u in f["units"]}
+    for i, d in enumerate(f.get("nnapi_devices", ())):
+        path = ("nnapi", "devices", i)
+        if d.unit not in units:
+            raise ctx.fail(path + ("unit",), f"names unit {_show(d.unit)}, which the profile does not define "
+                                             f"(units: {', '.join(units)})")
+        runs = units[d.unit].macs_per_s
+        for p in sorted(d.precisions, key=lambda p: p.value):
+            if p not in runs:
+                raise ctx.fail(path + ("precisions",),
+                               f"{p.value}: unit {_show(d.unit)} has no {p.value} rate")
+    if f.get("nnapi_devices") and f["os"] is not Platform.ANDROID:
+        raise ctx.fail(("nnapi",), "NNAPI devices need os: android")
+    if f.get("has_neural_engine") and not any(u.kind is UnitKind.ANE for u in f["units"]):
+        raise ctx.fail(("has_neural_engine",), "is true but no unit has kind ane")
+
+
+def profile_from_dict(data: Any, source: str = "<profile>",
+                      lines: Mapping[Key, int] | None = None) -> Profile:
+    """Validate plain data (as parsed from YAML, human units) and build the Profile it describes.
+
+    `lines` maps key paths to line numbers so errors can name them; without it they name the key only."""
+    ctx = _Ctx(source, lines or {})
+    f = _fields(ctx, data, (), _TOP)
+    _cross_check(ctx, f)
+    f["os"] = f["os"].value
+    return Profile(**f)
+
+
+def list_profiles() -> list[str]:
+    """Names of the profiles shipped with the package, for load_profile(name)."""
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+
+
+def load_profile(name_or_path: str | os.PathLike) -> Profile:
+    """A shipped profile by bare name ("pixel4"), or any profile YAML file by path."""
+    path = _resolve(name_or_path)
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProfileError(f"{source}: no such profile file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"{source}: cannot read the profile: {exc}") from None
+    data, lines = _parse(text, source)
+    return profile_from_dict(data, source, lines)
+
+
+def _resolve(name_or_path: str | os.PathLike) -> Path:
+    text = os.fspath(name_or_path)
+    bare = isinstance(name_or_path, str) and "/" not in text and os.sep not in text \
+        and not text.endswith((".yaml", ".yml"))
+    if not bare:
+        return Path(text)
+    path = PROFILE_DIR / f"{text}.yaml"
+    if not path.is_file():
+        raise ProfileError(f"unknown profile {_show(text)}; shipped profiles: {', '.join(list_profiles())} "
+                           "(or give a path to a .yaml file)")
+    return path

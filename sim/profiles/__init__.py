@@ -1,0 +1,1 @@
+"""Phone profiles shipped as YAML data files (read by sim.profile)."""
