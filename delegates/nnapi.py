@@ -1,0 +1,210 @@
+"""The NNAPI delegate (TfLiteNnapiDelegate): options, device choice and which ops it hands the driver.
+
+Device choice. With accelerator_name (Android 10+, API 29) the partitions run on that device and an
+op is kept only when the driver says the device supports it. Without a name the simulator still
+runs each model on one device, chosen per model: of the devices the driver lists (nnapi-reference
+left out when disallow_nnapi_cpu applies, API 29+), the one that supports the most of the model's
+ops; ties go to a real accelerator before nnapi-reference, then the higher feature level, then the
+driver's order. The target feature level is the lower of the phone's and the device's.
+`device`, `feature_level`, `unit` and `unit_name` describe the device of the last model asked about.
+"""
+
+from __future__ import annotations
+
+import enum
+import weakref
+from dataclasses import dataclass
+
+from delegates import nnapi_rules
+from delegates import rulekit as rk
+from delegates.api import YES, Delegate, DelegateError, DelegateOptions, Rule, Support
+from runtime.graph import DType, Graph, Op
+from runtime.optypes import OpType
+from sim.npu import REFERENCE_DEVICE, NnapiDriver
+from sim.spec import NnapiDeviceSpec
+
+__all__ = ["NnapiDelegate", "NnapiOptions", "ExecutionPreference"]
+
+_DEVICE_SELECTION_API = 29  # ANeuralNetworks_getDevice and friends arrived with NNAPI 1.2
+
+
+class ExecutionPreference(enum.Enum):
+    UNDEFINED = "undefined"
+    LOW_POWER = "low_power"
+    FAST_SINGLE_ANSWER = "fast_single_answer"
+    SUSTAINED_SPEED = "sustained_speed"
+
+
+@dataclass(frozen=True)
+class NnapiOptions:
+    """StatefulNnApiDelegate::Options; max_number_delegated_partitions <= 0 means no limit."""
+
+    accelerator_name: str | None = None
+    execution_preference: ExecutionPreference = ExecutionPreference.UNDEFINED
+    allow_fp16: bool = False
+    disallow_nnapi_cpu: bool = True
+    max_number_delegated_partitions: int = 3
+    cache_dir: str | None = None
+    model_token: str | None = None
+    use_burst_computation: bool = False
+
+
+@dataclass(frozen=True)
+class _Binding:
+    """One device's view: the feature level it targets and the rules that follow from it."""
+
+    device: NnapiDeviceSpec | None
+    level: int
+    table: dict[OpType, tuple[Rule, ...]]
+    after: tuple[Rule, ...]
+
+
+def _is_weight_expander(op: Op, graph: Graph) -> bool:
+    """A DEQUANTIZE of constant float16 weights or a DENSIFY of constant sparse weights."""
+    if op.type is OpType.DEQUANTIZE:
+        src = rk.tensor(op, graph, 0)
+        return src is not None and src.is_constant and src.dtype is DType.FLOAT16
+    return op.type is OpType.DENSIFY and rk.is_const(graph, op.inputs[0])
+
+
+class NnapiDelegate(Delegate):
+    """Hands ops to the phone's NNAPI driver, up to 3 partitions by default."""
+
+    name = "TfLiteNnapiDelegate"
+    log_style = "default"
+    fp16_dequant_rule = False
+    allows_dynamic_tensors = True
+
+    def __init__(self, options: NnapiOptions | None = None, profile=None):
+        self.config = options or NnapiOptions()
+        super().__init__(DelegateOptions(max(self.config.max_number_delegated_partitions, 0)))
+        self.profile = profile
+        self.api_level = profile.api_level if profile is not None else 0
+        self.driver = NnapiDriver(profile) if profile is not None else None
+        self.warnings: list[str] = []
+        self._candidates = [self._bind(d) for d in self._devices()]
+        self.unavailable = self._availability()
+        # per model: (binding, None for an ordinary model or the whole-model verdict)
+        self._models: "weakref.WeakKeyDictionary[Graph, tuple[_Binding, Support | None]]" = \
+            weakref.WeakKeyDictionary()
+        self._adopt(self._candidates[0] if self._candidates else self._bind(None))
+
+    # -- devices ------------------------------------------------------------------------------
+
+    def _devices(self) -> list[NnapiDeviceSpec]:
+        """The named accelerator, or every device the driver may pick, best first."""
+        if self.driver is None or self.driver.feature_level == 0:
+            return []
+        names = self.driver.device_names()
+        wanted = self.config.accelerator_name
+        if wanted and self.api_level < _DEVICE_SELECTION_API:
+            self.warnings.append(f"accelerator_name {wanted!r} ignored: device selection needs Android "
+                                 f"API level {_DEVICE_SELECTION_API}")
+        elif wanted:
+            if wanted not in names:
+                raise DelegateError(f"Could not find the specified NNAPI accelerator: {wanted}. "
+                                    f"Must be one of: {{{','.join(names)}}}.")
+            return [self.driver.device(wanted)]
+        skip_cpu = self.config.disallow_nnapi_cpu and self.api_level >= _DEVICE_SELECTION_API
+        devices = [self.driver.device(n) for n in names if not (skip_cpu and n == REFERENCE_DEVICE)]
+        return sorted(devices, key=self._rank, reverse=True)
+
+    def _rank(self, device: NnapiDeviceSpec) -> tuple:
+        order = self.driver.device_names().index(device.name)
+        return device.name != REFERENCE_DEVICE, self.driver.device_level(device.name), -order
+
+    def _bind(self, device: NnapiDeviceSpec | None) -> _Binding:
+        level = self.driver.feature_level if self.driver is not None else 0
+        if device is None:
+            return _Binding(None, level, nnapi_rules.rule_table(level), nnapi_rules.common_rules(level))
+        level = min(level, self.driver.device_level(device.name))
+        relaxed = self.config.allow_fp16
+        asks_driver = rk.rule(
+            f"The NNAPI driver reports that {device.name} does not support this op at its precision.",
+            lambda op, graph: self.driver.supported_operations([device.name], [op], graph, relaxed)[0],
+            "device_supports_op")
+        return _Binding(device, level, nnapi_rules.rule_table(level),
+                        (*nnapi_rules.common_rules(level), asks_driver))
+
+    def _availability(self) -> str | None:
+        if self.profile is None:
+            return "NNAPI needs an Android device profile."
+        if self.driver.feature_level == 0:
+            return (f"NNAPI needs Android API level 27 (8.1) or newer; {self.profile.name} has API "
+                    f"level {self.api_level}.")
+        if not self._candidates:
+            return ("No NNAPI device to run on: nnapi-reference is excluded (disallow_nnapi_cpu) and "
+                    "the driver lists no other.")
+        return None
+
+    def _adopt(self, binding: _Binding) -> None:
+        self._binding = binding
+        self.device, self.feature_level = binding.device, binding.level
+        kinds = {u.name: u.kind.value for u in self.profile.units} if self.profile is not None else {}
+        self.unit_name = binding.device.unit if binding.device is not None else "npu"
+        self.unit = kinds.get(self.unit_name, "npu")
+
+    # -- support ------------------------------------------------------------------------------
+
+    def rule_table(self) -> dict[OpType, tuple[Rule, ...]]:
+        return dict(self._binding.table)
+
+    def common_rules(self) -> tuple[Rule, ...]:
+        return self._binding.after
+
+    def is_node_supported(self, op: Op, graph: Graph) -> Support:
+        if self.unavailable:
+            return Support(False, self.unavailable)
+        binding, verdict = self._model(graph)
+        return self._single(op, graph, binding) if verdict is None else verdict
+
+    def _model(self, graph: Graph) -> tuple[_Binding, Support | None]:
+        entry = self._models.get(graph)
+        if entry is None:
+            binding = max(self._candidates, key=lambda b: (self._count(b, graph), self._rank(b.device)))
+            weighty = any(_is_weight_expander(o, graph) for o in graph.ops)
+            entry = (binding, self._whole_model(graph, binding) if weighty else None)
+            self._models[graph] = entry
+        self._adopt(entry[0])
+        return entry
+
+    def _count(self, binding: _Binding, graph: Graph) -> int:
+        if len(self._candidates) == 1:
+            return 0
+        return sum(bool(self._single(op, graph, binding)) for op in graph.ops
+                   if not _is_weight_expander(op, graph))
+
+    @staticmethod
+    def _single(op: Op, graph: Graph, binding: _Binding) -> Support:
+        return rk.judge(op, graph, binding.table, "Unsupported operation type.", after=binding.after)
+
+    def _whole_model(self, graph: Graph, binding: _Binding) -> Support:
+        """float16 or sparse weights: NNAPI takes such a model whole or not at all."""
+        for i, op in enumerate(graph.ops):
+            answer = YES if _is_weight_expander(op, graph) else self._single(op, graph, binding)
+            if not answer:
+                return Support(False, "NNAPI delegates a model with float16 or sparse weights only "
+                                      f"when every op is supported; {graph.describe_op(i)} is not: "
+                                      f"{answer.reason}")
+        return YES
+
+    # -- execution ----------------------------------------------------------------------------
+
+    def numeric_mode(self, graph: Graph) -> str:
+        eight_bit = any(graph.tensors[t].dtype in rk.EIGHT_BIT and not graph.tensors[t].is_constant
+                        for op in graph.ops for t in op.outputs)
+        if eight_bit:
+            return "INTEGER"
+        return "FLOAT16" if self.config.allow_fp16 else "REFERENCE"
+
+    def compile_seconds(self, warm: bool = False) -> float:
+        """Compilation at init on the chosen device; cache_dir + model_token make a warm run cheap."""
+        if self.device is None:
+            return 0.0
+        return self.driver.compile_seconds(self.device.name, self.config.cache_dir,
+                                           self.config.model_token, warm)
+
+    def create_kernel(self, partition):
+        from delegates.kernel import UnitKernel
+
+        return UnitKernel(partition, self.numeric_mode(partition.graph), self.unit_name)
