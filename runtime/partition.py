@@ -1,5 +1,4 @@
-"""TFLite's partitioning of an execution plan into delegated and CPU node subsets, and the
-largest-N / min-nodes choice among the delegated ones (tflite/graph_info.cc, delegates/utils.cc)."""
+"""Cuts an execution plan into delegated and CPU node subsets and picks the largest, as TFLite does."""
 
 from __future__ import annotations
 

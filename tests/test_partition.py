@@ -1,5 +1,4 @@
-"""Partitioning: TFLite's graph_info_test cases, equivalence with a plain port of TFLite's sweeps,
-the subset properties, and the largest-N / min-nodes choice."""
+"""Partitioning against TFLite's own cases, a plain port of its sweeps, and the subset properties."""
 
 from __future__ import annotations
 

@@ -1,0 +1,353 @@
+"""Applies delegates to a graph as TFLite does, from support queries to prepared kernels and log lines."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Collection, Sequence, Union
+
+from delegates.api import Delegate, DelegateKernel
+from runtime.errors import DelegateError
+from runtime.graph import DType, Graph, Op, OpType
+from runtime.partition import Partition, PlanNode, Subset, largest_partitions, partition_plan
+
+__all__ = ["CpuStep", "DelegateStep", "Plan", "UnsupportedOp", "DelegateReport", "Delegation",
+           "apply_delegates", "dynamic_tensors", "RESTORED"]
+
+# Subgraph::ModifyGraphWithDelegateImpl after RemoveAllDelegates (tflite/core/subgraph.cc).
+RESTORED = "Restored original execution plan after delegate application failure."
+# Subgraph::ModifyGraphWithDelegateImpl (tflite/core/subgraph.cc): a warning, not a restore.
+STATIC_ONLY = ("Attempting to use a delegate that only supports static-sized tensors with a graph that has "
+               "dynamic-sized tensors (tensor#{} is a dynamic-sized tensor).")
+FP16_DEQUANTIZE = ("float16 weights: this DEQUANTIZE is delegated only when all its consumers are in the "
+                   "largest partition")
+
+
+@dataclass(frozen=True)
+class CpuStep:
+    """One op left to the CPU kernels."""
+
+    op: int
+
+
+@dataclass(frozen=True)
+class DelegateStep:
+    """One delegated partition: the node TFLite puts in the plan in place of its ops."""
+
+    partition: Partition
+    delegate: Delegate = field(compare=False)
+    kernel: DelegateKernel = field(compare=False)
+
+
+Plan = tuple[Union[CpuStep, DelegateStep], ...]
+
+
+@dataclass(frozen=True)
+class UnsupportedOp:
+    """An op a delegate did not take, and why."""
+
+    op: int
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class DelegateReport:
+    """What one delegate took. `unsupported`: ops it refused; `declined`: ops it accepted but the
+    largest-N / min-nodes choice left on the CPU; `error`: why it was removed, if it was."""
+
+    delegate: str
+    nodes_delegated: int
+    total_nodes: int
+    partitions: int
+    unsupported: tuple[UnsupportedOp, ...] = ()
+    declined: tuple[UnsupportedOp, ...] = ()
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Delegation:
+    """The execution plan after every delegate, TFLite's log lines, and a report per delegate."""
+
+    plan: Plan
+    log: tuple[str, ...]
+    per_delegate: tuple[DelegateReport, ...]
+    restored: bool = False
+
+    def placement(self) -> dict[int, str]:
+        """Op index -> "CPU" or the name of the delegate that runs it."""
+        where: dict[int, str] = {}
+        for step in self.plan:
+            if isinstance(step, CpuStep):
+                where[step.op] = "CPU"
+            else:
+                where.update(dict.fromkeys(step.partition.nodes, step.partition.delegate))
+        return where
+
+
+class _Failure(Exception):
+    """A delegate failed: the log lines TFLite prints for it, before the restore."""
+
+    def __init__(self, *lines: str):
+        super().__init__(lines[0])
+        self.lines = lines
+
+
+def apply_delegates(graph: Graph, delegates: Sequence[Delegate], dynamic: Collection[int] = ()) -> Delegation:
+    """Apply `delegates` in order, each to the plan the previous ones left (their nodes are opaque
+    and never offered again). Nothing is raised to the caller:
+
+    - an exception from a delegate removes every delegate, as TFLite's RemoveAllDelegates: the
+      original CPU plan comes back, the log says so, and no later delegate is applied;
+    - a delegate without `allows_dynamic_tensors`, on a plan where a node writes one of the
+      `dynamic` tensors, is not applied: TFLite logs a warning and returns kTfLiteApplicationError
+      without touching the plan, so earlier delegates stay and later ones are still tried."""
+    cpu: Plan = tuple(CpuStep(i) for i in range(len(graph.ops)))
+    plan, log, reports = cpu, [], []
+    node_number = len(graph.ops)  # TFLite numbers delegate nodes after the model's own
+    for delegate in delegates:
+        static_only = not getattr(delegate, "allows_dynamic_tensors", False)
+        blocked = _first_dynamic(graph, plan, dynamic) if static_only else None
+        if blocked is not None:
+            log.append(STATIC_ONLY.format(blocked))
+            reports.append(DelegateReport(delegate.name, 0, len(plan), 0, error=log[-1]))
+            continue
+        try:
+            plan, report = _apply_one(graph, plan, delegate, log, node_number)
+        except _Failure as failure:
+            log.extend((*failure.lines, RESTORED))
+            undone = [r if r.error else dataclasses.replace(
+                r, nodes_delegated=0, partitions=0, error=f"removed when {delegate.name} failed") for r in reports]
+            failed = DelegateReport(delegate.name, 0, len(plan), 0, error=str(failure))
+            return Delegation(cpu, tuple(log), (*undone, failed), restored=True)
+        node_number += report.partitions
+        reports.append(report)
+    return Delegation(plan, tuple(log), tuple(reports))
+
+
+def _apply_one(graph: Graph, plan: Plan, delegate: Delegate, log: list[str],
+               node_number: int) -> tuple[Plan, DelegateReport]:
+    """One delegate as TFLite's delegate helpers and ReplaceNodeSubsetsWithDelegateKernels do it:
+    ask, preview, choose, re-partition, log, create the kernels, prepare them."""
+    nodes = [_plan_node(graph, step) for step in plan]
+    answers = _Answers.collect(graph, plan, delegate)
+    ready = _always_ready(graph)
+    preview = partition_plan(nodes, answers.supported, ready, graph.outputs)
+    options = delegate.options
+    chosen = largest_partitions(preview, options.max_delegated_partitions, options.min_nodes_per_partition)
+    selected = {i for s in chosen for i in s.nodes} | answers.fp16_dequantizes(nodes, chosen)
+    final = partition_plan(nodes, selected, ready, graph.outputs) if selected else ()
+    log.extend(_summary(delegate, answers, len(selected), len(plan), preview, chosen))
+    if selected:
+        # Subgraph::ReplaceNodeSubsetsWithDelegateKernels (tensorflow/lite/core/subgraph.cc, TF 2.10-2.16;
+        # later LiteRT ends the line "for subgraph 0.").
+        log.append(f"Replacing {len(selected)} out of {len(plan)} node(s) with delegate ({delegate.name}) "
+                   f"node, yielding {len(final)} partitions for the whole graph.")
+    new_plan, created = _rebuild(graph, plan, final, delegate) if selected else (plan, ())
+    _prepare(created, delegate, node_number)
+    taken = {plan[i].op for i in selected}
+    refused = tuple(n for n in answers.notes if n.op not in taken)
+    report = DelegateReport(delegate.name, len(selected), len(plan), len(created), refused,
+                            _declined(graph, plan, preview, chosen, options))
+    return new_plan, report
+
+
+def _call(what: str, fn, *args):
+    """Run one delegate callback; any exception becomes a delegate failure with its message."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # a delegate's bug must restore the CPU plan too, as in TFLite
+        text = str(exc) or type(exc).__name__
+        raise _Failure(text if isinstance(exc, DelegateError) else f"{what}: {type(exc).__name__}: {text}")
+
+
+def _rebuild(graph: Graph, plan: Plan, subsets: Sequence[Subset],
+             delegate: Delegate) -> tuple[Plan, tuple[DelegateStep, ...]]:
+    """The plan in subset order, and its new delegate nodes: CPU subsets keep their steps, each
+    delegated one becomes one node whose kernel is created (TFLite's Init) as it is added."""
+    steps: list[CpuStep | DelegateStep] = []
+    created: list[DelegateStep] = []
+    for s in subsets:
+        if not s.delegated:
+            steps.extend(plan[i] for i in s.nodes)
+            continue
+        ops = tuple(plan[i].op for i in s.nodes)
+        partition = Partition(graph, ops, s.inputs, s.outputs, delegate.name)
+        kernel = _call(f"{delegate.name} create_kernel", delegate.create_kernel, partition)
+        created.append(DelegateStep(partition, delegate, kernel))
+        steps.append(created[-1])
+    return tuple(steps), tuple(created)
+
+
+def _prepare(created: Sequence[DelegateStep], delegate: Delegate, node_number: int) -> None:
+    for number, step in enumerate(created, node_number):
+        try:
+            _call(f"{delegate.name} prepare", step.kernel.prepare)
+        except _Failure as failure:  # Subgraph::PrepareOpsStartingAt names the node
+            raise _Failure(*failure.lines, f"Node number {number} ({delegate.name}) failed to prepare.")
+
+
+class _Answers:
+    """A delegate's support answers over one plan, with TFLite's fp16 bookkeeping
+    (FP16GraphPartitionHelper in tensorflow/lite/delegates/utils.cc, TF 2.3-2.12)."""
+
+    def __init__(self) -> None:
+        self.supported: set[int] = set()
+        self.notes: list[UnsupportedOp] = []
+        self.messages: set[str] = set()  # "OPNAME: reason", as GraphPartitionHelper collects them
+        self.dequantize_at: dict[int, int] = {}  # fp16 DEQUANTIZE output tensor -> plan position
+        self.consumers: Counter = Counter()  # input slots reading each of those tensors
+
+    @classmethod
+    def collect(cls, graph: Graph, plan: Plan, delegate: Delegate) -> "_Answers":
+        fp16 = getattr(delegate, "fp16_dequant_rule", False)
+        answers = cls()
+        for pos, step in enumerate(plan):
+            if isinstance(step, DelegateStep):
+                # TFLite asks about an earlier delegate's node too; GPU answers its generic refusal.
+                answers.messages.add(f"DELEGATE {step.partition.delegate}: Operation is not supported.")
+                answers._count(step.partition.inputs)
+                continue
+            op = graph.ops[step.op]
+            answers._count(op.inputs)
+            if fp16 and _is_fp16_dequantize(op, graph):
+                answers.dequantize_at[op.outputs[0]] = pos
+                answers.notes.append(UnsupportedOp(step.op, op.name, FP16_DEQUANTIZE))
+                answers.messages.add(f"{_tflite_name(op)}: ")  # it refuses with no detail
+                continue
+            answer = _call(f"{delegate.name} is_node_supported", delegate.is_node_supported, op, graph)
+            if answer:
+                answers.supported.add(pos)
+            else:
+                reason = getattr(answer, "reason", "")
+                answers.notes.append(UnsupportedOp(step.op, op.name, reason))
+                answers.messages.add(f"{_tflite_name(op)}: {reason}")
+        return answers
+
+    def _count(self, inputs: Sequence[int]) -> None:
+        if self.dequantize_at:
+            self.consumers.update(t for t in inputs if t in self.dequantize_at)
+
+    def fp16_dequantizes(self, nodes: Sequence[PlanNode], chosen: Sequence[Subset]) -> set[int]:
+        """fp16 DEQUANTIZEs whose every consumer lies in the first (largest) chosen partition."""
+        if not chosen or not self.dequantize_at:
+            return set()
+        inside = Counter(t for i in chosen[0].nodes for t in nodes[i].inputs if t in self.dequantize_at)
+        return {self.dequantize_at[t] for t, n in inside.items() if n == self.consumers[t]}
+
+
+def _summary(delegate: Delegate, answers: _Answers, n: int, total: int, preview: Sequence[Subset],
+             chosen: Sequence[Subset]) -> list[str]:
+    """The delegate's own line(s) before the graph is rewritten, in its log style."""
+    style = getattr(delegate, "log_style", "")
+    previewed = sum(s.delegated for s in preview)
+    if style == "gpu":  # GetOpsToReplace (delegates/gpu/common/model_builder.cc)
+        if not answers.messages or total <= n:
+            return []
+        tail = (f"{n} operations will run on the GPU, and the remaining {total - n}" if n
+                else f"No operations will run on the GPU, and all {total}")
+        return ["Following operations are not supported by GPU delegate:", *sorted(answers.messages),
+                f"{tail} operations will run on the CPU."]
+    if style == "coreml":  # DelegatePrepare (delegates/coreml/coreml_delegate.mm)
+        return [f"CoreML delegate: {n} nodes delegated out of {total} nodes, with {previewed} partitions."]
+    if style == "hexagon":  # counts the chosen partitions (delegates/hexagon/hexagon_delegate.cc)
+        return [f"Hexagon delegate: {n} nodes delegated out of {total} nodes with {len(chosen)} partitions."]
+    # SimpleDelegate (delegates/utils/simple_delegate.cc) counts the previewed partitions.
+    return [f"{delegate.name} delegate: {n} nodes delegated out of {total} nodes with {previewed} partitions."]
+
+
+def _declined(graph: Graph, plan: Plan, preview: Sequence[Subset], chosen: Sequence[Subset],
+              options) -> tuple[UnsupportedOp, ...]:
+    taken = {id(s) for s in chosen}
+    notes = []
+    for s in preview:
+        if not s.delegated or id(s) in taken:
+            continue
+        if len(s.nodes) < options.min_nodes_per_partition:
+            why = (f"supported, but its partition of {len(s.nodes)} node(s) is below "
+                   f"min_nodes_per_partition ({options.min_nodes_per_partition})")
+        else:
+            why = (f"supported, but its partition of {len(s.nodes)} node(s) is not among the "
+                   f"{options.max_delegated_partitions} largest (max_delegated_partitions)")
+        notes.extend(UnsupportedOp(plan[i].op, graph.ops[plan[i].op].name, why) for i in s.nodes)
+    return tuple(sorted(notes, key=lambda n: n.op))
+
+
+# -- plan nodes --------------------------------------------------------------------------------
+
+_CONTROL_FLOW = frozenset({OpType.IF, OpType.WHILE, OpType.CALL_ONCE})
+
+
+def _plan_node(graph: Graph, step: CpuStep | DelegateStep) -> PlanNode:
+    """An op, or an earlier delegate's node as TFLite adds it: the partition's inputs and outputs.
+    Side effects as Subgraph::OpMightHaveSideEffect: a resource tensor, or control flow."""
+    if isinstance(step, CpuStep):
+        op = graph.ops[step.op]
+        ins, outs, flow = op.inputs, op.outputs, op.type in _CONTROL_FLOW
+    else:
+        ins, outs, flow = step.partition.inputs, step.partition.outputs, False
+    resource = any(t >= 0 and graph.tensors[t].dtype is DType.RESOURCE for t in (*ins, *outs))
+    return PlanNode(tuple(ins), tuple(outs), flow or resource)
+
+
+def _always_ready(graph: Graph) -> set[int]:
+    ready = set(graph.inputs)
+    ready.update(t for t, x in enumerate(graph.tensors) if x.is_constant or x.is_variable)
+    return ready
+
+
+def _is_fp16_dequantize(op: Op, graph: Graph) -> bool:
+    if op.type is not OpType.DEQUANTIZE or not op.inputs or op.inputs[0] < 0:
+        return False
+    source = graph.tensors[op.inputs[0]]
+    return source.dtype is DType.FLOAT16 and source.is_constant
+
+
+def _tflite_name(op: Op) -> str:
+    """GetOpNameByRegistration (tflite/util.cc): custom ops as "CUSTOM name"."""
+    return f"CUSTOM {op.custom_code}" if op.type is OpType.CUSTOM and op.custom_code else op.type.name
+
+
+# -- dynamic shapes ----------------------------------------------------------------------------
+
+# Inputs whose values set the output's shape: when not derivable from constants, TFLite's kernel
+# marks the output dynamic in Prepare (reshape.cc, pad.cc, slice.cc, strided_slice.cc, ...).
+_SHAPE_INPUTS: dict[OpType, tuple[int, ...]] = {
+    OpType.RESHAPE: (1,), OpType.PAD: (1,), OpType.PADV2: (1,), OpType.MIRROR_PAD: (1,),
+    OpType.SLICE: (1, 2), OpType.STRIDED_SLICE: (1, 2, 3),
+    OpType.RESIZE_BILINEAR: (1,), OpType.RESIZE_NEAREST_NEIGHBOR: (1,),
+    OpType.TILE: (1,), OpType.TRANSPOSE: (1,), OpType.FILL: (0,), OpType.BROADCAST_TO: (1,),
+}
+
+
+def dynamic_tensors(graph: Graph) -> frozenset[int]:
+    """Tensors whose shape depends on values not known before inference: outputs of the ops above
+    fed a non-derivable shape input, and everything computed from a dynamic tensor. A tensor is
+    derivable when constant, or produced from derivable inputs only; SHAPE of a static tensor
+    is derivable too, since TFLite computes it in Prepare (shape.cc)."""
+    known = {t for t, x in enumerate(graph.tensors) if x.is_constant and not x.is_variable}
+    dynamic: set[int] = set()
+    for op in graph.ops:
+        ins = [t for t in op.inputs if t >= 0]
+        outs = [t for t in op.outputs if t >= 0]
+        shaping = [op.inputs[k] for k in _SHAPE_INPUTS.get(op.type, ()) if k < len(op.inputs)]
+        if any(t in dynamic for t in ins) or any(t >= 0 and t not in known for t in shaping):
+            dynamic.update(outs)
+        elif op.type is OpType.SHAPE or (ins and all(t in known for t in ins)):
+            known.update(outs)
+    return frozenset(dynamic)
+
+
+def _first_dynamic(graph: Graph, plan: Plan, dynamic: Collection[int]) -> int | None:
+    """The tensor TFLite's PrepareOpsStartingAt finds: the first dynamic output of the first node,
+    in plan order, to have one; -1 when only a model output is (TFLite's index is then unset);
+    None when the plan shows no dynamic tensor."""
+    if not dynamic:
+        return None
+    for step in plan:
+        outs = graph.ops[step.op].outputs if isinstance(step, CpuStep) else step.partition.outputs
+        for t in outs:
+            if t in dynamic:
+                return t
+    return -1 if any(t in dynamic for t in graph.outputs) else None
