@@ -245,3 +245,25 @@ class GpuDelegate(Delegate):
         from delegates.kernel import UnitKernel
 
         return UnitKernel(partition, self.numeric_mode(partition.graph), self.unit_name)
+
+    # -- what it costs on the simulated GPU ---------------------------------------------------
+
+    def unit_scales(self, unit):
+        """The backend's rate and launch cost, and the sustained-speed preference's lower clock."""
+        from sim.unit import Scales
+
+        base = unit.backend_scales(self.config.backend.value)
+        if self.config.inference_preference is InferencePreference.SUSTAINED_SPEED:
+            rate = unit.spec.extras.get("sustained_rate_scale", 1.0)
+            base = Scales(base.rate * rate, base.power * rate, base.dispatch)
+        return base
+
+    def init_seconds(self, spec, graph) -> float:
+        """Shader compilation; with a serialization dir and token, the first init writes the
+        compiled programs and later ones read them (TFLite: up to 90% less init time)."""
+        from delegates import compile_cache
+
+        cfg = self.config
+        warm = compile_cache.is_warm(cfg.serialization_dir, cfg.model_token, "gpu", graph)
+        compile_cache.store(cfg.serialization_dir, cfg.model_token, "gpu", graph)
+        return spec.cached_init_s if warm else spec.init_s

@@ -281,6 +281,15 @@ class HexagonDelegate(Delegate):
     def numeric_mode(self, graph: Graph) -> str:
         return "INTEGER"
 
+    def unit_scales(self, unit):
+        """A non-zero powersave level lowers the DSP's clock: slower, and less power drawn."""
+        from sim.unit import Scales
+
+        if self.config.powersave_level <= 0:
+            return Scales()
+        extras = unit.spec.extras
+        return Scales(rate=extras.get("powersave_rate_scale", 1.0), power=extras.get("powersave_power_scale", 1.0))
+
     def create_kernel(self, partition):
         from delegates.kernel import UnitKernel
 

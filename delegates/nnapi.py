@@ -204,6 +204,24 @@ class NnapiDelegate(Delegate):
         return self.driver.compile_seconds(self.device.name, self.config.cache_dir,
                                            self.config.model_token, warm)
 
+    def init_seconds(self, spec, graph) -> float:
+        """Model compilation by the driver; cache_dir + model_token make later inits warm."""
+        from delegates import compile_cache
+
+        cfg = self.config
+        warm = compile_cache.is_warm(cfg.cache_dir, cfg.model_token, "nnapi", graph)
+        compile_cache.store(cfg.cache_dir, cfg.model_token, "nnapi", graph)
+        return self.compile_seconds(warm)
+
+    def unit_scales(self, unit):
+        """The driver's answer to the execution preference: (rate, power) scales of the device."""
+        from sim.unit import Scales
+
+        if self.device is None:
+            return Scales()
+        rate, power = self.driver.preference_scales(self.device.name, self.config.execution_preference)
+        return Scales(rate=rate, power=power)
+
     def create_kernel(self, partition):
         from delegates.kernel import UnitKernel
 

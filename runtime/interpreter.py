@@ -31,7 +31,8 @@ class Interpreter:
     def __init__(self, model_path: str | os.PathLike | None = None, model_content: bytes | None = None,
                  experimental_delegates: list | None = None, num_threads: int | None = None,
                  experimental_op_resolver_type: Any = OpResolverType.AUTO,
-                 experimental_preserve_all_tensors: bool = False, graph: Graph | None = None, **_: Any):
+                 experimental_preserve_all_tensors: bool = False, graph: Graph | None = None,
+                 device: Any = None, timing_only: bool = False, soc: Any = None, stream: int = 0, **_: Any):
         sources = [s is not None for s in (model_path, model_content, graph)]
         if sum(sources) == 0:
             raise ValueError("`model_path` or `model_content` must be specified.")
@@ -42,16 +43,24 @@ class Interpreter:
                 raise ValueError("type of num_threads should be int")
             if num_threads < 1 and num_threads != -1:
                 raise ValueError("num_threads should >= 1")
-        if experimental_delegates:
-            raise ValueError("this build runs the CPU reference only; delegates are not available yet")
         if graph is None:
             graph = tflite_io.load(model_path) if model_path is not None else tflite_io.loads(model_content)
         self._graph = graph
         self._threads = 1 if num_threads in (None, -1) else num_threads
+        # The simulated phone gets the threads asked for (-1: all its big cores); the host's math
+        # never uses more threads than the host has, or BLAS would thrash.
+        self._host_threads = max(1, min(self._threads, os.cpu_count() or 1))
+        sim_threads = 64 if num_threads == -1 else self._threads
         self._folded, self._plan = _split_constant(graph, self._build_plan(graph))
         self._shapes = [t.shape for t in graph.tensors]
         self._resized = False
         self._values: list[np.ndarray | None] | None = None
+        self._sim = None
+        if experimental_delegates or device is not None or soc is not None or timing_only:
+            from runtime.executor import make_simulation
+
+            self._sim = make_simulation(graph, list(experimental_delegates or []), device, soc,
+                                        sim_threads, timing_only, stream)
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -72,6 +81,11 @@ class Interpreter:
     def graph(self) -> Graph:
         return self._graph
 
+    @property
+    def simulation(self):
+        """The simulated phone this interpreter runs on (None on the plain CPU path)."""
+        return self._sim
+
     # -- LiteRT API -----------------------------------------------------------------------------
 
     def allocate_tensors(self) -> None:
@@ -89,6 +103,10 @@ class Interpreter:
             self._shapes = [v.shape if v is not None else s for v, s in zip(self._values, self._shapes)]
             self.reset_all_variables()
             self._run(self._folded)
+        if self._sim is not None:
+            entries = {step[1].index: step for step in self._plan}
+            folded = frozenset(step[1].index for step in self._folded)
+            self._sim.allocate(self._shapes, folded, lambda i: self._run((entries[i],)), values)
 
     def reset_all_variables(self) -> None:
         if self._values is None:
@@ -175,7 +193,10 @@ class Interpreter:
     def invoke(self) -> None:
         if self._values is None:
             raise RuntimeError("Invoke called on model that is not ready.")
-        self._run(self._plan)
+        if self._sim is not None:
+            self._sim.invoke()
+        else:
+            self._run(self._plan)
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         t = self._check_index(tensor_index)
@@ -206,7 +227,7 @@ class Interpreter:
     # -- execution ------------------------------------------------------------------------------
 
     def _run(self, plan) -> None:
-        set_num_threads(self._threads)
+        set_num_threads(self._host_threads)
         values = self._values
         check = not self._resized
         for kernel, node, ins, outs in plan:

@@ -94,3 +94,17 @@ def test_float_view_of_an_int8_model_stays_within_a_few_quantization_steps(tiny_
 def test_integer_mode_refuses_a_float_partition(tiny, sample):
     with pytest.raises(DelegateError, match="8-bit integer"):
         UnitKernel(whole(tiny), NumericMode.INTEGER, "dsp").prepare()
+
+
+def test_float16_rounding_equals_numpys_conversion_bit_for_bit():
+    from sim.numerics import round_fp16
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(200_000) * np.exp(rng.uniform(-30, 14, 200_000))).astype(np.float32)
+    x[:9] = [0.0, -0.0, 65504, 65519.99, 65520, np.inf, -np.inf, np.nan, 2.0 ** -24]
+    x = np.concatenate([x, np.float32(1) + np.arange(-4096, 4096, dtype=np.float32) * np.float32(2.0 ** -23)])
+    with np.errstate(over="ignore"):
+        ref = x.astype(np.float16).astype(np.float32)
+    got = round_fp16(x.copy())
+    assert np.array_equal(ref.view(np.uint32)[~np.isnan(ref)], got.view(np.uint32)[~np.isnan(ref)])
+    assert np.isnan(got[np.isnan(ref)]).all()

@@ -1,0 +1,230 @@
+"""Walks an execution plan on a simulated phone: CPU ops on the CPU, delegated partitions on their unit."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable, Generator, Sequence
+
+import numpy as np
+
+from runtime.delegation import CpuStep, DelegateStep, Plan
+from runtime.errors import DelegateError
+from runtime.graph import Graph
+from sim.cost import OpClass, Precision, Work
+from sim.numerics import NumericMode, is_quantized, op_precision
+from sim.soc import SoC
+from sim.trace import Kind
+from sim.unit import Scales, Tag, Unit
+from sim.work import describe, tensor_bytes
+
+__all__ = ["Executor", "Simulation", "make_simulation"]
+
+# TFLite prints its delegation lines through its logger; so do we (the CLI shows them).
+_LOG = logging.getLogger("delegate_testbed")
+
+_VIEWS = (NumericMode.FLOAT32_VIEW, NumericMode.FLOAT16)
+
+
+@dataclass(frozen=True)
+class _OpJob:
+    """One op's cost on its unit, fixed when the plan is built (shapes are static per allocation)."""
+
+    op: int
+    work: Work
+
+
+@dataclass(frozen=True)
+class _PartitionJob:
+    step: DelegateStep
+    unit: Unit
+    mode: NumericMode
+    scales: Scales
+    ops: tuple[_OpJob, ...]
+    inputs: tuple[tuple[int, int], ...]      # (tensor, bytes crossing in)
+    outputs: tuple[tuple[int, int], ...]     # (tensor, bytes crossing out)
+    to_float: int                            # elements (de)quantized on the CPU at the boundary
+    weights: int                             # constant bytes uploaded at init
+
+
+def _scales(step: DelegateStep, unit: Unit) -> Scales:
+    """A delegate may move its unit off the nominal point (backend, execution preference)."""
+    fn = getattr(step.delegate, "unit_scales", None)
+    return fn(unit) if callable(fn) else Scales()
+
+
+class Executor:
+    """The simulated side of an Interpreter. Math happens when a step runs (host time, never
+    counted); simulated time comes only from the cost model, so results are deterministic."""
+
+    def __init__(self, graph: Graph, plan: Plan, soc: SoC, shapes: Sequence[tuple[int, ...]], threads: int,
+                 folded: frozenset[int], run_cpu: Callable[[int], None], values: list):
+        self.graph, self.plan, self.soc, self.threads = graph, plan, soc, max(1, threads)
+        self.folded, self.run_cpu, self.values = folded, run_cpu, values
+        self.shapes = list(shapes)
+        self.jobs = [self._job(step) for step in plan]
+
+    # -- building the jobs --------------------------------------------------------------------
+
+    def _work(self, op_index: int, precision: Precision, align: int) -> Work:
+        return describe(self.graph.ops[op_index], self.graph, self.shapes, precision, align)
+
+    def _job(self, step):
+        if isinstance(step, CpuStep):
+            if step.op in self.folded:
+                return None
+            op = self.graph.ops[step.op]
+            return _OpJob(step.op, self._work(step.op, op_precision(op, self.graph), 1))
+        return self._partition_job(step)
+
+    def _partition_job(self, step: DelegateStep) -> _PartitionJob:
+        unit = self.soc.unit(getattr(step.kernel, "unit", None) or _unit_for(step, self.soc))
+        mode = NumericMode.of(getattr(step.kernel, "mode", NumericMode.REFERENCE))
+        graph, part = self.graph, step.partition
+        ops = []
+        for i in part.nodes:
+            if i in self.folded:
+                continue
+            precision = op_precision(graph.ops[i], graph, mode)
+            if not unit.runs(precision):
+                raise DelegateError(f"{graph.describe_op(i)}: the {unit.name} of {self.soc.profile.name} "
+                                    f"has no {precision.value} rate")
+            ops.append(_OpJob(i, self._work(i, precision, unit.channel_align)))
+        live = lambda ts: [t for t in ts if not graph.tensors[t].is_constant]  # noqa: E731
+        nbytes = lambda t: tensor_bytes(self.shapes[t], graph.tensors[t].dtype)  # noqa: E731
+        crossing = [t for t in (*live(part.inputs), *part.outputs)]
+        to_float = sum(int(np.prod(self.shapes[t])) for t in crossing
+                       if mode in _VIEWS and is_quantized(graph.tensors[t]))
+        weights = sum(nbytes(t) for i in part.nodes for t in graph.ops[i].inputs
+                      if t >= 0 and graph.tensors[t].is_constant)
+        return _PartitionJob(step, unit, mode, _scales(step, unit), tuple(ops),
+                             tuple((t, nbytes(t)) for t in live(part.inputs)),
+                             tuple((t, nbytes(t)) for t in part.outputs), to_float, weights)
+
+    # -- SimPy processes ----------------------------------------------------------------------
+
+    def initialize(self, tag: Tag = Tag()) -> Generator:
+        """Delegate init: compile / graph preparation on the unit, then the weights uploaded."""
+        for job in self.jobs:
+            if not isinstance(job, _PartitionJob):
+                continue
+            init = getattr(job.step.delegate, "init_seconds", None)
+            seconds = init(job.unit.spec, self.graph) if callable(init) else job.unit.spec.init_s
+            precision = job.ops[0].work.precision if job.ops else Precision.FLOAT32
+            yield from job.unit.hold(seconds, f"{job.step.delegate.name} init", Kind.INIT, tag, precision,
+                                     job.scales)
+            if job.weights:
+                yield from self.soc.copy(job.weights, "weights upload", tag, job.unit.spec.convert_per_s)
+
+    def inference(self, tag: Tag, math: bool = True) -> Generator:
+        """One invoke: every step in plan order, charging the simulated phone as it goes."""
+        cpu = self.soc.cpu
+        for step, job in zip(self.plan, self.jobs):
+            if isinstance(step, CpuStep):
+                if job is not None:  # None: a constant-only op, computed once at allocation
+                    if math:
+                        self.run_cpu(step.op)
+                    yield from cpu.execute(job.work, tag, threads=self.threads,
+                                           args=(("node", step.op),))
+            else:
+                yield from self._partition(job, tag, math)
+
+    def _boundary_convert(self, job: _PartitionJob, tag: Tag, name: str) -> Generator:
+        if job.to_float:  # 8-bit <-> float at the edge of a float-view partition, on the CPU
+            work = Work(name, OpClass.ELEMENTWISE, Precision.FLOAT32, elem_ops=job.to_float,
+                        bytes_read=job.to_float, bytes_written=4 * job.to_float)
+            yield from self.soc.cpu.execute(work, tag, threads=self.threads)
+
+    def _partition(self, job: _PartitionJob, tag: Tag, math: bool) -> Generator:
+        name = job.step.delegate.name
+        yield from self._boundary_convert(job, tag, f"{name} input conversion")
+        moved_in = sum(b for _, b in job.inputs)
+        if moved_in:
+            yield from self.soc.copy(moved_in, f"{name} inputs", tag, job.unit.spec.convert_per_s)
+        if math:
+            outputs = job.step.kernel.invoke({t: self.values[t] for t, _ in job.inputs})
+            for t, _ in job.outputs:
+                if t not in outputs:
+                    raise DelegateError(f"{name} returned no value for {self.graph.describe_tensor(t)}")
+                self.values[t] = np.asarray(outputs[t])
+        precision = job.ops[0].work.precision if job.ops else Precision.FLOAT32
+        if job.unit.spec.invoke_s:
+            yield from job.unit.hold(job.unit.spec.invoke_s, f"{name} invoke", Kind.INVOKE, tag, precision,
+                                     job.scales)
+        for op in job.ops:
+            yield from job.unit.execute(op.work, tag, job.scales, args=(("node", op.op), ("delegate", name)))
+        moved_out = sum(b for _, b in job.outputs)
+        if moved_out:
+            yield from self.soc.copy(moved_out, f"{name} outputs", tag, job.unit.spec.convert_per_s)
+        yield from self._boundary_convert(job, tag, f"{name} output conversion")
+
+
+def _unit_for(step: DelegateStep, soc: SoC) -> str:
+    """A delegate without a kernel-level unit: its `unit` attribute names a kind; take the first
+    unit of that kind (a Python delegate declared for "gpu" runs on the phone's GPU)."""
+    kind = getattr(step.delegate, "unit", "cpu")
+    for name, unit in soc.units.items():
+        if unit.spec.kind.value == kind or name == kind:
+            return name
+    raise DelegateError(f"{step.delegate.name} runs on a {kind} unit, which {soc.profile.name} does not have")
+
+
+class Simulation:
+    """An Interpreter's simulated phone: the delegation, the SoC and the executor over them.
+
+    Streams: several Simulations may share one SoC (`soc=`); each runs its own inferences as a
+    SimPy process, contending for the same units and DRAM."""
+
+    def __init__(self, graph: Graph, delegation, soc: SoC, threads: int, timing_only: bool, stream: int = 0):
+        self.graph, self.delegation, self.soc = graph, delegation, soc
+        self.threads, self.timing_only, self.stream = threads, timing_only, stream
+        self.executor: Executor | None = None
+        self.initialized = False
+        self.count = 0
+        self.latencies: list[float] = []
+
+    def allocate(self, shapes, folded: frozenset[int], run_cpu, values) -> None:
+        """(Re)build the jobs for the current shapes; pay delegate init once, at the first allocation."""
+        self.executor = Executor(self.graph, self.delegation.plan, self.soc, shapes, self.threads, folded,
+                                 run_cpu, values)
+        if not self.initialized:
+            self.initialized = True
+            self.soc.env.process(self.executor.initialize(Tag(self.stream, -1)))
+            self.soc.env.run()
+
+    def inference_process(self) -> Generator:
+        """One inference as a SimPy process body; records its span in the trace."""
+        env, k = self.soc.env, self.count
+        self.count += 1
+        start = env.now
+        yield from self.executor.inference(Tag(self.stream, k), math=not self.timing_only)
+        self.soc.trace.mark(self.stream, k, start, env.now)
+        self.latencies.append(env.now - start)
+
+    def invoke(self) -> float:
+        """Run one inference alone on the phone; returns its simulated latency in seconds."""
+        self.soc.env.process(self.inference_process())
+        self.soc.env.run()
+        return self.latencies[-1]
+
+
+def make_simulation(graph: Graph, delegates: list, device, soc: SoC | None, threads: int, timing_only: bool,
+                    stream: int = 0) -> Simulation:
+    """Apply the delegates as TFLite does and put the result on a phone (a profile name or path,
+    a Profile, or an existing SoC shared with other streams; "generic" when none is named)."""
+    from delegates.api import Delegate
+    from runtime.delegation import apply_delegates, dynamic_tensors
+    from sim.profile import load_profile
+    from sim.spec import Profile
+
+    for d in delegates:
+        if not isinstance(d, Delegate):
+            raise ValueError(f"experimental_delegates takes testbed delegates (delegates.api.Delegate), "
+                             f"got {type(d).__name__}")
+    if soc is None:
+        profile = device if isinstance(device, Profile) else load_profile(device or "generic")
+        soc = SoC(profile)
+    delegation = apply_delegates(graph, delegates, dynamic_tensors(graph))
+    for line in delegation.log:
+        _LOG.info(line)
+    return Simulation(graph, delegation, soc, threads, timing_only, stream)

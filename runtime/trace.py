@@ -1,0 +1,73 @@
+"""Chrome Trace Event JSON of a simulated run, as Perfetto and chrome://tracing open it."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+from sim.power import power_steps
+from sim.trace import Interval
+
+__all__ = ["chrome_trace", "write_trace"]
+
+_US = 1e6  # trace timestamps are microseconds
+
+
+def _lanes(intervals: Iterable[Interval], units: Iterable[str]) -> dict[str, int]:
+    """One lane (thread) per unit in profile order, then one per copy engine as they appear."""
+    lanes = {name: k + 1 for k, name in enumerate(units)}
+    for iv in intervals:
+        lanes.setdefault(iv.lane, len(lanes) + 1)
+    return lanes
+
+
+def _slice(iv: Interval, pid: int, tid: int) -> dict[str, Any]:
+    args = {"bytes": iv.bytes, "energy_mJ": iv.joules * 1e3, "stream": iv.stream, "inference": iv.inference}
+    args.update({k: (v if isinstance(v, (int, float, str, bool)) else str(v)) for k, v in iv.args})
+    return {"name": iv.name, "cat": iv.kind.value, "ph": "X", "ts": iv.start * _US, "dur": iv.seconds * _US,
+            "pid": pid, "tid": tid, "args": args}
+
+
+def _counters(intervals: list[Interval], rails: dict[str, float], pid: int) -> list[dict[str, Any]]:
+    """One counter track per rail ("power <rail>", watts), an event wherever its level changes."""
+    events, last = [], {}
+    for t, level in power_steps(intervals, rails):
+        for rail, watts in level.items():
+            if last.get(rail) != watts:
+                events.append({"name": f"power {rail}", "ph": "C", "ts": t * _US, "pid": pid,
+                               "args": {"W": watts}})
+                last[rail] = watts
+    return events
+
+
+def chrome_trace(soc, label: str = "", pid: int = 1) -> dict[str, Any]:
+    """The trace of one SoC as a Trace Event Format object (JSON-ready)."""
+    intervals = list(soc.trace.intervals)
+    lanes = _lanes(intervals, soc.units)
+    name = f"{soc.profile.name} {label}".strip()
+    events: list[dict[str, Any]] = [{"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}}]
+    events += [{"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": lane}}
+               for lane, tid in lanes.items()]
+    events += [_slice(iv, pid, lanes[iv.lane]) for iv in intervals]
+    events += [{"name": f"inference {k}", "cat": "inference", "ph": "X", "ts": s * _US, "dur": (e - s) * _US,
+                "pid": pid, "tid": 0, "args": {"stream": stream}} for stream, k, s, e in soc.trace.inferences]
+    events += _counters(intervals, soc.rails, pid)
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def write_trace(path: str | os.PathLike, traces: list[dict[str, Any]]) -> Path:
+    """Merge several traces (one process each) into one file, written atomically."""
+    path = Path(path)
+    merged = {"traceEvents": [e for t in traces for e in t["traceEvents"]], "displayTimeUnit": "ms"}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(merged, f)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path
