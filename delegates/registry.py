@@ -27,7 +27,8 @@ BUILTIN: dict[str, tuple[type, Callable[[Any, Any], Delegate]]] = {
 CLASSES: dict[str, type[Delegate]] = {"gpu": GpuDelegate, "nnapi": NnapiDelegate,
                                       "hexagon": HexagonDelegate, "coreml": CoreMlDelegate}
 # Scenario files may use the partition knob's common name for NNAPI too.
-_ALIASES = {"nnapi": {"max_delegated_partitions": "max_number_delegated_partitions"}}
+_ALIASES = {"nnapi": {"max_delegated_partitions": "max_number_delegated_partitions"},
+            "gpu": {"precision_loss_allowed": "is_precision_loss_allowed"}}
 
 _TRUE, _FALSE = ("true", "1"), ("false", "0")
 

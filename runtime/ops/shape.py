@@ -53,8 +53,9 @@ def _pad_widths(node: Node, x: np.ndarray, paddings: np.ndarray):
 
 
 def pad(node: Node, x: np.ndarray, paddings: np.ndarray) -> np.ndarray:
-    # Quantized tensors pad with the zero point, so "zero" means the real value 0.
-    q = node.output().quant
+    # Quantized tensors pad with the zero point, so "zero" means the real value 0 (PAD keeps its
+    # input's quantization, so the input's zero point is the output's).
+    q = node.input(0).quant
     fill = q.zero_point[0] if q is not None and x.dtype.kind in "iu" else 0
     return np.pad(x, _pad_widths(node, x, paddings), constant_values=fill)
 
