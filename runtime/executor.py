@@ -185,6 +185,7 @@ class Simulation:
 
     def allocate(self, shapes, folded: frozenset[int], run_cpu, values) -> None:
         """(Re)build the jobs for the current shapes; pay delegate init once, at the first allocation."""
+        self._allocation = (shapes, folded, run_cpu, values)
         self.executor = Executor(self.graph, self.delegation.plan, self.soc, shapes, self.threads, folded,
                                  run_cpu, values)
         if not self.initialized:
@@ -206,6 +207,24 @@ class Simulation:
         self.soc.env.process(self.inference_process())
         self.soc.env.run()
         return self.latencies[-1]
+
+    def invoke_with_cpu_fallback(self) -> float:
+        """TFLite's InvokeWithCPUFallback: when a delegate fails during invoke, remove every
+        delegate, go back to the CPU plan, and run the inference again there."""
+        from runtime.delegation import apply_delegates
+
+        try:
+            return self.invoke()
+        except DelegateError as exc:
+            self.count -= 1
+            cpu = apply_delegates(self.graph, [])
+            log = (*self.delegation.log, f"Invoke failed with a delegate error ({exc}); all delegates "
+                   f"removed, running on the CPU.")
+            self.delegation = type(cpu)(cpu.plan, log, self.delegation.per_delegate, restored=True)
+            _LOG.warning(log[-1])
+            self.executor = Executor(self.graph, cpu.plan, self.soc, self._allocation[0], self.threads,
+                                     *self._allocation[1:])
+            return self.invoke()
 
 
 def make_simulation(graph: Graph, delegates: list, device, soc: SoC | None, threads: int, timing_only: bool,

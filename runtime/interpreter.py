@@ -198,6 +198,16 @@ class Interpreter:
         else:
             self._run(self._plan)
 
+    def invoke_with_cpu_fallback(self) -> None:
+        """Invoke; if a delegate fails while running, drop all delegates and rerun on the CPU
+        (TFLite's InterpreterUtils::InvokeWithCPUFallback). Without delegates, a plain invoke."""
+        if self._values is None:
+            raise RuntimeError("Invoke called on model that is not ready.")
+        if self._sim is not None:
+            self._sim.invoke_with_cpu_fallback()
+        else:
+            self._run(self._plan)
+
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         t = self._check_index(tensor_index)
         if self._values is None or self._values[t] is None:

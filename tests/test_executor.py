@@ -271,3 +271,38 @@ def test_dearer_boundary_crossings_never_reduce_latency(split_graph, extra_sync,
         base.copy, sync_s=base.copy.sync_s + extra_sync, bandwidth=base.copy.bandwidth * bandwidth_scale))
     assert _latency(split_graph, dear, [make_delegate("gpu", base)]) >= _latency(
         split_graph, base, [make_delegate("gpu", base)])
+
+
+def test_invoke_with_cpu_fallback_reruns_on_the_cpu_after_a_delegate_fails(mobilenet):
+    it = Interpreter(graph=mobilenet, experimental_delegates=[FailsOnInvoke()], device="pixel4")
+    it.allocate_tensors()
+    x = np.random.default_rng(0).standard_normal(mobilenet.tensors[mobilenet.inputs[0]].shape).astype(np.float32)
+    it.set_tensor(mobilenet.inputs[0], x)
+    it.invoke_with_cpu_fallback()
+    ref = Interpreter(graph=mobilenet)
+    ref.allocate_tensors()
+    ref.set_tensor(mobilenet.inputs[0], x)
+    ref.invoke()
+    np.testing.assert_allclose(it.get_tensor(mobilenet.outputs[0]), ref.get_tensor(mobilenet.outputs[0]),
+                               rtol=1e-5, atol=1e-6)
+    sim = it.simulation
+    assert sim.delegation.restored and "running on the CPU" in sim.delegation.log[-1]
+    assert all(not hasattr(step, "partition") for step in sim.delegation.plan)
+    it.invoke()  # later invokes stay on the CPU
+    assert len(sim.latencies) == 2
+
+
+def make_depthwise_delegate(max_partitions: int = 0) -> Delegate:
+    """A factory as a user writes one, loaded by `module:factory` path."""
+    return DepthwiseOnGpu(DelegateOptions(max_delegated_partitions=max_partitions))
+
+
+def test_a_python_delegate_plugs_in_by_module_and_factory_and_runs(mobilenet):
+    from delegates.registry import load_external
+
+    delegate = load_external("tests.test_executor:make_depthwise_delegate", {"max_partitions": "2"})
+    it, m, outs = run(mobilenet, delegates=[delegate])
+    rep = it.simulation.delegation.per_delegate[0]
+    assert rep.delegate == "DepthwiseDelegate" and rep.partitions == 2
+    assert m.boundary.crossings >= 4
+    np.testing.assert_allclose(outs[0], plain(mobilenet)[0], rtol=1e-5, atol=1e-6)
