@@ -306,3 +306,60 @@ def test_a_python_delegate_plugs_in_by_module_and_factory_and_runs(mobilenet):
     assert rep.delegate == "DepthwiseDelegate" and rep.partitions == 2
     assert m.boundary.crossings >= 4
     np.testing.assert_allclose(outs[0], plain(mobilenet)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_two_streams_conserve_bytes_and_dram_energy(mobilenet):
+    prof = load_profile("pixel4")
+    _, one = simulate(mobilenet, prof, lambda: [], 4, 0, 2, 1, True, InputSpec(), reference=False)
+    _, two = simulate(mobilenet, prof, lambda: [], 4, 0, 2, 2, True, InputSpec(), reference=False)
+    bytes_of = lambda soc: sum(iv.bytes for iv in soc.trace.intervals)  # noqa: E731
+    assert bytes_of(two) == 2 * bytes_of(one) and two.dram.bytes_moved == 2 * one.dram.bytes_moved
+    # every op's work is charged once per stream: the same MACs, whatever the contention did to time
+    macs = lambda soc: sum(dict(iv.args).get("macs", 0) for iv in soc.trace.intervals)  # noqa: E731
+    assert macs(two) == 2 * macs(one)
+    for soc in (one, two):  # the rails account for all of the energy: idle over the span + active
+        span = soc.env.now
+        total = sum(soc.energy(0.0, span).values())
+        idle = sum(soc.rails.values()) * span
+        active = sum(iv.joules for iv in soc.trace.intervals)
+        dram = bytes_of(soc) * soc.profile.dram.energy_per_byte
+        assert total == pytest.approx(idle + active + dram, rel=1e-12)
+
+
+_CHILD = """
+import json, sys
+from runtime.runner import simulate
+from runtime.scenario import InputSpec
+from runtime.zoo import build
+from delegates.registry import make_delegate
+from sim.profile import load_profile
+g = build("mobilenet_v1", alpha=0.25, resolution=64, classes=10)
+p = load_profile("pixel4")
+record, _ = simulate(g, p, lambda: [make_delegate("gpu", p)], 4, 1, 2, 2, False, InputSpec(), kinds=["gpu"])
+sys.stdout.write(json.dumps(record, sort_keys=True))
+"""
+
+
+def test_figures_are_identical_in_another_process_under_load(mobilenet):
+    import subprocess
+    import sys
+    import threading
+
+    stop = threading.Event()
+
+    def burn():  # load the host while the child runs: simulated figures must not notice
+        while not stop.is_set():
+            sum(i * i for i in range(10000))
+
+    load = threading.Thread(target=burn)
+    load.start()
+    try:
+        child = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, check=True,
+                               cwd=str(__import__("pathlib").Path(__file__).parents[1]))
+    finally:
+        stop.set()
+        load.join()
+    prof = load_profile("pixel4")
+    here, _ = simulate(mobilenet, prof, lambda: [make_delegate("gpu", prof)], 4, 1, 2, 2, False, InputSpec(),
+                       kinds=["gpu"])
+    assert child.stdout == json.dumps(here, sort_keys=True)
