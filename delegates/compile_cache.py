@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 
+from runtime.atomic import write_text
 from runtime.graph import Graph
 
 __all__ = ["fingerprint", "is_warm", "store"]
@@ -37,7 +36,4 @@ def store(directory: str | None, token: str | None, delegate: str, graph: Graph)
         return
     path = _path(directory, token, delegate, graph)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(fingerprint(graph))
-    os.replace(tmp, path)
+    write_text(path, fingerprint(graph))

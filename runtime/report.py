@@ -8,10 +8,10 @@ import html
 import io
 import json
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
+from runtime.atomic import write_text
 from runtime.errors import TestbedError
 from runtime.report_plots import plot_images
 
@@ -308,18 +308,6 @@ def _read_json(path: Path, what: str) -> Any:
         raise TestbedError(f"{path}: the {what} file is not valid JSON: {e}") from e
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    # open(..., "x") rather than mkstemp: the report gets the umask's mode, not mkstemp's private 0600.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "x", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def write_report(results_path: str | os.PathLike, fmt: str, out_path: str | os.PathLike | None = None) -> Path:
     """Render results.json (and, for HTML, the trace.json beside it) to a file beside it; returns its path."""
     _check_format(fmt)
@@ -332,5 +320,5 @@ def write_report(results_path: str | os.PathLike, fmt: str, out_path: str | os.P
     except TestbedError as e:
         raise TestbedError(f"{path}: {e}") from e
     out = Path(out_path) if out_path is not None else path.with_name(_DEFAULT_NAMES[fmt])
-    _write_atomic(out, text)
+    write_text(out, text)
     return out

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from runtime import tflite_io
-from runtime.errors import ScenarioError
+from runtime.atomic import write_text
+from runtime.errors import ScenarioError, TestbedError
 from runtime.graph import Graph
 from runtime.interpreter import Interpreter
 from runtime.measure import measure, output_diff
 from sim.soc import SoC
 from sim.work import footprint, tensor_bytes
 
-__all__ = ["build_model", "make_inputs", "simulate", "run_scenario", "run_file", "write_atomic"]
+__all__ = ["build_model", "make_inputs", "simulate", "run_scenario", "run_file"]
 
 Progress = Callable[[int, int, str], None]
 _MODELS: dict[tuple, Graph] = {}
@@ -227,15 +227,14 @@ def _plain(value: Any) -> Any:
     return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+def _check_cell(sc) -> None:
+    from sim.profile import load_profile
+
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        _delegate_factory(sc.delegates, load_profile(sc.device_file or sc.device))
+    except TestbedError as exc:
+        where = f"{sc.source}" + (f" ({sc.label})" if sc.label else "")
+        raise ScenarioError(f"{where}: {exc}") from exc
 
 
 def run_file(path: str | os.PathLike, out_dir: str | os.PathLike, progress: Progress | None = None) -> dict:
@@ -244,8 +243,8 @@ def run_file(path: str | os.PathLike, out_dir: str | os.PathLike, progress: Prog
     from runtime.trace import chrome_trace, write_trace
 
     cells = load_scenario(path)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    for sc in cells:  # every cell's phone and delegate options checked before anything runs
+        _check_cell(sc)
     records, traces = [], []
     for k, sc in enumerate(cells):
         record, soc = run_scenario(sc, progress)
@@ -253,8 +252,10 @@ def run_file(path: str | os.PathLike, out_dir: str | os.PathLike, progress: Prog
         traces.append(chrome_trace(soc, sc.label or sc.name, pid=k + 1))
         if progress:
             progress(k + 1, len(cells), f"cell {sc.label}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     results = {"schema": 1, "scenario": str(path), "records": records}
-    write_atomic(out / "results.json", json.dumps(results, indent=1, sort_keys=True))
+    write_text(out / "results.json", json.dumps(results, indent=1, sort_keys=True))
     write_trace(out / "trace.json", traces)
     _write_reports(out, results)
     return results
@@ -263,5 +264,5 @@ def run_file(path: str | os.PathLike, out_dir: str | os.PathLike, progress: Prog
 def _write_reports(out: Path, results: dict) -> None:
     from runtime.report import render
 
-    write_atomic(out / "report.md", render(results, "md"))
-    write_atomic(out / "results.csv", render(results, "csv"))
+    write_text(out / "report.md", render(results, "md"))
+    write_text(out / "results.csv", render(results, "csv"))

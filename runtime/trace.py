@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
+from runtime.atomic import write_text
 from sim.power import power_steps
 from sim.trace import Interval
 
@@ -62,12 +62,5 @@ def write_trace(path: str | os.PathLike, traces: list[dict[str, Any]]) -> Path:
     """Merge several traces (one process each) into one file, written atomically."""
     path = Path(path)
     merged = {"traceEvents": [e for t in traces for e in t["traceEvents"]], "displayTimeUnit": "ms"}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(merged, f)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_text(path, json.dumps(merged))
     return path
