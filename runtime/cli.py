@@ -1,4 +1,4 @@
-"""The `dtb` command line: run models on the reference interpreter, inspect them, list what exists."""
+"""The `dtb` command line: its parser and entry point, and the infer / inspect / export commands."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime import tflite_io, zoo
+from runtime import cli_bench, cli_tools, tflite_io, zoo
 from runtime.errors import TestbedError
 from runtime.graph import Graph
 from runtime.interpreter import Interpreter
@@ -98,19 +98,6 @@ def cmd_export(args) -> int:
     return 0
 
 
-def cmd_list(args) -> int:
-    if args.what == "models":
-        import inspect
-
-        for name, fn in sorted(zoo.MODELS.items()):
-            params = ", ".join(f"{p.name}={p.default}" for p in inspect.signature(fn).parameters.values())
-            print(f"{name}({params})")
-    else:
-        for op in sorted(KERNELS, key=lambda o: o.name):
-            print(op.name)
-    return 0
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dtb", description="Delegate Testbed: TFLite models on simulated phones.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -135,18 +122,23 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE")
     sp.add_argument("-o", "--output", required=True)
     sp.set_defaults(fn=cmd_export)
-    sp = sub.add_parser("list", help="list zoo models or supported ops")
-    sp.add_argument("what", choices=["models", "ops"])
-    sp.set_defaults(fn=cmd_list)
+    cli_bench.add_parser(sub)
+    cli_tools.add_parsers(sub)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    sp = getattr(args, "parser", None)
+    if extra and not getattr(args, "takes_delegate_flags", False):
+        (sp or parser).error(f"unrecognized arguments: {' '.join(extra)}")
+    # The newer tools name themselves in errors as argparse does ("dtb benchmark: error: ...").
+    prefix = sp.prog if sp is not None else "dtb"
     try:
-        return args.fn(args)
+        return args.fn(args, extra) if sp is not None else args.fn(args)
     except TestbedError as exc:
-        print(f"dtb: error: {exc}", file=sys.stderr)
+        print(f"{prefix}: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("dtb: interrupted", file=sys.stderr)

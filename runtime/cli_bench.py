@@ -1,0 +1,199 @@
+"""`dtb benchmark`: TFLite's benchmark_model on a simulated phone, its output lines from simulated time."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+
+from runtime.cli_common import (PROVIDER_NAMES, add_device_flag, add_model_flags, check_writable, cpp_float,
+                                delegate_kinds, echo_log, load_device, load_model, parse_delegate_flags,
+                                tflite_bool, to_us, uniform_inputs, write_atomic)
+from runtime.cli_profile import Stat, profile_nodes, profiling_report
+from runtime.cli_record import benchmark_record
+from runtime.errors import TestbedError
+from runtime.interpreter import Interpreter
+from runtime.measure import measure
+from runtime.trace import chrome_trace
+
+__all__ = ["add_parser", "cmd_benchmark", "threads"]
+
+_INPUT_SEED = 0
+
+
+def threads(text: str) -> int:
+    value = int(text)
+    if value < 1 and value != -1:
+        raise argparse.ArgumentTypeError("must be -1 (all big cores) or at least 1")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError("must be a number of seconds >= 0")
+    return value
+
+
+def add_parser(sub) -> None:
+    sp = sub.add_parser(
+        "benchmark", allow_abbrev=False,
+        help="benchmark_model on a simulated phone (also takes TFLite's delegate flags: --use_gpu, ...)",
+        description="Runs the model as TFLite's benchmark_model does and prints its lines, timed in "
+                    "simulated time. Delegate flags (--use_gpu, --use_nnapi, --use_hexagon, --use_coreml, "
+                    "--gpu_backend, --max_delegated_partitions, ...) apply in the order given.")
+    add_model_flags(sp)
+    add_device_flag(sp)
+    flag = lambda name, **kw: sp.add_argument(name, nargs="?", const=True, default=False,  # noqa: E731
+                                             type=tflite_bool, metavar="BOOL", **kw)
+    sp.add_argument("--num_threads", type=threads, default=-1, help="CPU threads; -1: all big cores")
+    sp.add_argument("--warmup_runs", type=_count, default=1)
+    sp.add_argument("--num_runs", type=_count, default=50)
+    sp.add_argument("--min_secs", type=_seconds, default=0.0,
+                    help="also run until this much simulated time has passed (TFLite's default is 1; "
+                         "simulated time has no timer noise to average out, so 0 here)")
+    sp.add_argument("--warmup_min_secs", type=_seconds, default=0.0, help="the same for the warm-up runs")
+    sp.add_argument("--max_secs", type=_seconds, default=150.0, help="stop a phase after this much simulated time")
+    flag("--enable_op_profiling", help="print the per-node tables")
+    flag("--require_full_delegation", help="fail unless one delegate runs the whole graph")
+    flag("--timing_only", help="skip the math; times are the same, outputs are not computed")
+    sp.add_argument("--output_json", metavar="FILE", help="write this run as one results.json record")
+    sp.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto, chrome://tracing)")
+    sp.set_defaults(fn=cmd_benchmark, parser=sp, takes_delegate_flags=True)
+
+
+@dataclass(frozen=True)
+class _Phase:
+    """One benchmark phase's per-run latencies and the inference numbers they belong to."""
+
+    us: tuple[int, ...]
+    inferences: tuple[int, ...]
+
+
+def _run_phase(it: Interpreter, min_runs: int, min_secs: float, max_secs: float) -> _Phase:
+    """BenchmarkModel::Run: at least min_runs runs and min_secs, at most max_secs (all simulated)."""
+    print(f"Running benchmark for at least {min_runs} iterations and at least {cpp_float(min_secs)} seconds "
+          f"but terminate if exceeding {cpp_float(max_secs)} seconds.")
+    sim = it.simulation
+    first, spent, runs = sim.count, 0.0, []
+    while (len(runs) < min_runs or spent < min_secs) and spent <= max_secs:
+        it.invoke()
+        runs.append(to_us(sim.latencies[-1]))
+        spent += sim.latencies[-1]
+    stat = Stat(list(runs))
+    print(stat.line())
+    print()
+    return _Phase(tuple(runs), tuple(range(first, first + len(runs))))
+
+
+def _applied_lines(delegation, kinds: list[str], require_full: bool) -> list[str]:
+    """BenchmarkTfLiteModel::Init's line per delegate; TestbedError where benchmark_model gives up."""
+    lines = []
+    for kind, report in zip(kinds, delegation.per_delegate):
+        provider = PROVIDER_NAMES[kind]
+        if report.error and not report.error.startswith("removed when "):
+            raise TestbedError(f"Failed to apply {provider} delegate.")
+        full = report.partitions == 1 and report.nodes_delegated == report.total_nodes
+        if require_full and not full:
+            raise TestbedError("Disallowed CPU fallback detected.")
+        if full:
+            lines.append(f"Explicitly applied {provider} delegate, and the model graph will be completely "
+                         f"executed by the delegate.")
+        elif report.partitions:
+            lines.append(f"Explicitly applied {provider} delegate, and the model graph will be partially "
+                         f"executed by the delegate w/ {report.partitions} delegate kernels.")
+        else:
+            lines.append(f"Though {provider} delegate is explicitly applied, the model graph will not be "
+                         f"executed by the delegate.")
+    if require_full and not kinds:
+        raise TestbedError("Disallowed CPU fallback detected.")
+    return lines
+
+
+def _own_lines(m) -> list[str]:
+    """The testbed's additions: energy per inference by rail, and what partition boundaries cost."""
+    rails = " ".join(f"{r.rail}={cpp_float(r.total_mj)}" for r in m.energy)
+    b = m.boundary
+    return [f"Energy per inference (mJ): total={cpp_float(m.energy_mj)} avg_power_w={cpp_float(m.avg_power_w)} "
+            f"peak_power_w={cpp_float(m.peak_power_w)}",
+            f"Energy by rail per inference (mJ): {rails}",
+            f"Partition boundary per inference: crossings={cpp_float(b.crossings)} bytes={cpp_float(b.bytes)} "
+            f"time_us={cpp_float(b.seconds * 1e6)} share={cpp_float(b.share * 100)}% "
+            f"energy_mj={cpp_float(b.joules * 1e3)}"]
+
+
+def _prepare(args: argparse.Namespace, extra: list[str]):
+    """Device, delegates and model from the flags; the interpreter with the delegates applied, as
+    BenchmarkTfLiteModel::Init does it, its tensors allocated and its one input set."""
+    profile = load_device(args.device)
+    delegates = parse_delegate_flags(args.parser, extra, profile)
+    model = load_model(args)
+    kinds = delegate_kinds(delegates)
+    print(f"Simulated device: {profile.name} ({profile.description})")
+    with echo_log():
+        if len(delegates) >= 2:
+            print(f"Going to apply {len(delegates)} delegates one after another.")
+        it = Interpreter(graph=model.graph, experimental_delegates=delegates, device=profile,
+                         num_threads=args.num_threads, timing_only=args.timing_only)
+    for line in _applied_lines(it.simulation.delegation, kinds, args.require_full_delegation):
+        print(line)
+    it.allocate_tensors()
+    feed = uniform_inputs(model.graph, _INPUT_SEED)
+    for t, value in feed.items():
+        it.set_tensor(t, value)
+    return profile, model, kinds, it, feed
+
+
+def cmd_benchmark(args: argparse.Namespace, extra: list[str]) -> int:
+    check_writable(args.output_json, args.trace)
+    profile, model, kinds, it, feed = _prepare(args, extra)
+    sim = it.simulation
+    init_us = to_us(_init_seconds(sim))
+    print(f"The input model file size (MB): {cpp_float(model.size_bytes / 1e6)}")
+    print(f"Initialized session in {cpp_float(init_us / 1e3)}ms.")
+    warm = _run_phase(it, args.warmup_runs, args.warmup_min_secs, args.max_secs)
+    regular = _run_phase(it, args.num_runs, args.min_secs, args.max_secs)
+    if not regular.us:
+        raise TestbedError("no regular run: give --num_runs or --min_secs above 0")
+    warm_stat, run_stat = Stat(list(warm.us)), Stat(list(regular.us))
+    print(f"Inference timings in us: Init: {init_us}, First inference: {warm_stat.first()}, "
+          f"Warmup (avg): {cpp_float(warm_stat.avg())}, Inference (avg): {cpp_float(run_stat.avg())}")
+    m = measure(sim.soc, sim.soc.trace.inferences, len(warm.us))
+    for line in _own_lines(m):
+        print(line)
+    if args.enable_op_profiling:
+        for line in profiling_report(*profile_nodes(sim, regular.inferences)):
+            print(line)
+    if args.trace:
+        write_atomic(args.trace, json.dumps(chrome_trace(sim.soc, model.label)))
+    if args.output_json:
+        record = benchmark_record(args, model, profile, sim, kinds, m, len(warm.us), len(regular.us),
+                                  _outputs_vs_reference(it, model.graph, feed, args.timing_only))
+        write_atomic(args.output_json, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+def _init_seconds(sim) -> float:
+    """Simulated seconds of delegate initialisation (compile, weight upload) before the first run."""
+    init = [iv for iv in sim.soc.trace.intervals if iv.inference < 0 and iv.stream == sim.stream]
+    return max((iv.end for iv in init), default=0.0) - min((iv.start for iv in init), default=0.0)
+
+
+def _outputs_vs_reference(it: Interpreter, graph, feed: dict, timing_only: bool):
+    """The last run's outputs and the CPU single-thread reference's on the same input (every run
+    gets the same input, as in benchmark_model); None when the math was skipped."""
+    if timing_only:
+        return None
+    ref = Interpreter(graph=graph, num_threads=1)
+    ref.allocate_tensors()
+    for t, value in feed.items():
+        ref.set_tensor(t, value)
+    ref.invoke()
+    return [(graph.tensors[t].name, ref.get_tensor(t), it.get_tensor(t)) for t in graph.outputs]

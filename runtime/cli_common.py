@@ -1,0 +1,260 @@
+"""Shared pieces of the `dtb` tools: model, device and delegate flags, log echo, inputs, number formats."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import math
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from runtime import tflite_io
+from runtime.errors import TestbedError
+from runtime.graph import Graph
+
+__all__ = ["LoadedModel", "PROVIDER_NAMES", "QUANTIZATIONS", "add_device_flag", "add_model_flags", "check_writable", "cpp_float",
+           "delegate_kinds", "echo_log", "gaussian_inputs", "load_device", "load_model", "parse_delegate_flags",
+           "to_us", "tflite_bool", "uniform_inputs", "write_atomic"]
+
+QUANTIZATIONS = ("none", "float16", "dynamic_range", "int8")
+# DelegateProvider::GetName() of TFLite's providers (tflite/tools/delegates/*_delegate_provider.cc).
+PROVIDER_NAMES = {"gpu": "GPU", "nnapi": "NNAPI", "hexagon": "Hexagon", "coreml": "COREML",
+                  "external": "EXTERNAL"}
+_CALIBRATION_SAMPLES = 4
+_CALIBRATION_SEED = 1234
+
+
+def cpp_float(x: float) -> str:
+    """A number as `std::ostream << x` prints it by default: six significant digits, %g style."""
+    return "%g" % float(x)
+
+
+def to_us(seconds: float) -> int:
+    """Simulated seconds as the integer microseconds TFLite's timers give (truncated; the epsilon
+    keeps 99.9999999 us of accumulated float error from reading as 99)."""
+    return int(math.floor(seconds * 1e6 + 1e-6))
+
+
+def tflite_bool(text: str) -> bool:
+    """TFLite's bool flag values: true/false or 1/0."""
+    value = text.strip().lower()
+    if value not in ("true", "false", "1", "0"):
+        raise argparse.ArgumentTypeError(f"must be true or false, not {text!r}")
+    return value in ("true", "1")
+
+
+def add_model_flags(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--graph", help="path to a .tflite model")
+    sp.add_argument("--zoo", help="zoo model name instead of a file (see `dtb list models`)")
+    sp.add_argument("--zoo_args", default="", metavar="K=V,...", help="zoo builder arguments, e.g. alpha=0.5")
+    sp.add_argument("--quantization", default="none", choices=QUANTIZATIONS,
+                    help="post-training quantization applied before running (int8 calibrates on "
+                         f"{_CALIBRATION_SAMPLES} seeded Gaussian samples)")
+
+
+def add_device_flag(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--device", default="pixel4",
+                    help="phone profile name (see `dtb list devices`) or a profile .yaml path")
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    graph: Graph
+    label: str              # "zoo:tiny_cnn" or the file path
+    name: str               # what results.json calls the model
+    size_bytes: int         # the .tflite file, or the zoo model serialized
+    quantization: str
+
+
+def _zoo_args(text: str) -> dict:
+    args: dict = {}
+    for pair in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise TestbedError(f"--zoo_args: '{pair}' is not key=value")
+        for kind in (int, float):
+            try:
+                args[key] = kind(value)
+                break
+            except ValueError:
+                continue
+        else:
+            args[key] = value
+    return args
+
+
+def _build_zoo(name: str, args: dict) -> Graph:
+    from runtime import zoo
+
+    try:
+        return zoo.build(name, **args)
+    except TestbedError:
+        raise
+    except (TypeError, ValueError, ZeroDivisionError) as exc:  # a value the builder cannot use
+        raise TestbedError(f"--zoo_args: zoo model '{name}' cannot be built with {args}: {exc}") from None
+
+
+def _quantize(graph: Graph, mode: str) -> Graph:
+    from runtime.zoo.quantize import quantize
+
+    if mode == "none":
+        return graph
+    samples = None
+    if mode == "int8":
+        rng = np.random.default_rng(_CALIBRATION_SEED)
+        samples = [[rng.standard_normal(graph.tensors[t].shape).astype(np.float32) for t in graph.inputs]
+                   for _ in range(_CALIBRATION_SAMPLES)]
+    return quantize(graph, mode, representative_data=samples)
+
+
+def load_model(args: argparse.Namespace) -> LoadedModel:
+    """The model named by --graph or --zoo (exactly one), quantized as --quantization asks."""
+    if bool(args.graph) == bool(args.zoo):
+        raise TestbedError("give exactly one of --graph FILE.tflite or --zoo NAME")
+    if args.graph:
+        if args.zoo_args:
+            raise TestbedError("--zoo_args applies to --zoo models only")
+        graph = tflite_io.load(args.graph)
+        label, name, size = args.graph, Path(args.graph).name, os.path.getsize(args.graph)
+    else:
+        graph = _build_zoo(args.zoo, _zoo_args(args.zoo_args))
+        label, name, size = f"zoo:{args.zoo}", args.zoo, 0
+    graph = _quantize(graph, args.quantization)
+    if not size or args.quantization != "none":
+        from runtime.tflite_write import dumps
+
+        size = len(dumps(graph))
+    return LoadedModel(graph, label, name, size, args.quantization)
+
+
+def load_device(name: str):
+    from sim.profile import load_profile
+
+    return load_profile(name)
+
+
+def parse_delegate_flags(sp: argparse.ArgumentParser, extra: Sequence[str], profile) -> list:
+    """TFLite's delegate flags among the arguments argparse left over; anything else is a usage error."""
+    from delegates.registry import parse_flags
+
+    delegates, rest = parse_flags(list(extra), profile)
+    if rest:
+        sp.error(f"unrecognized arguments: {' '.join(rest)}")
+    return delegates
+
+
+def delegate_kinds(delegates: Sequence) -> list[str]:
+    """"gpu", "nnapi", ... for each delegate; "external" for one loaded from module:factory."""
+    from delegates.registry import CLASSES
+
+    return [next((k for k, cls in CLASSES.items() if isinstance(d, cls)), "external") for d in delegates]
+
+
+class _StdoutHandler(logging.Handler):
+    """Writes to whatever sys.stdout is when a record arrives (the CLI's output may be redirected)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(self.format(record), file=sys.stdout)
+
+
+@contextlib.contextmanager
+def echo_log() -> Iterator[None]:
+    """Print the delegation log on stdout while the block runs, as benchmark_model prints its log."""
+    logger = logging.getLogger("delegate_testbed")
+    handler, level = _StdoutHandler(logging.INFO), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _check_input_types(graph: Graph, allowed: Sequence[str], tool: str) -> None:
+    for t in graph.inputs:
+        dtype = graph.tensors[t].dtype.name
+        if dtype not in allowed:
+            raise TestbedError(f"{tool} fills inputs of types {', '.join(allowed)}; input "
+                               f"'{graph.tensors[t].name}' is {dtype}")
+
+
+# benchmark_model's ranges per type (tflite/tools/utils.cc GetDataRangesForType); integers inclusive.
+_UNIFORM = {"FLOAT32": (-0.5, 0.5), "FLOAT16": (-0.5, 0.5), "INT32": (0, 99), "INT64": (0, 99),
+            "UINT8": (0, 254), "INT8": (-127, 127), "BOOL": (0, 1)}
+
+
+def uniform_inputs(graph: Graph, seed: int) -> dict[int, np.ndarray]:
+    """One input set filled as benchmark_model fills it: uniform in a range per type."""
+    _check_input_types(graph, tuple(_UNIFORM), "benchmark")
+    rng = np.random.default_rng(seed)
+    feed = {}
+    for t in graph.inputs:
+        tensor = graph.tensors[t]
+        low, high = _UNIFORM[tensor.dtype.name]
+        if tensor.dtype.np.kind == "f":
+            feed[t] = rng.uniform(low, high, tensor.shape).astype(tensor.dtype.np)
+        else:
+            feed[t] = rng.integers(low, high, tensor.shape, endpoint=True).astype(tensor.dtype.np)
+    return feed
+
+
+_GAUSSIAN_RANGE = {"FLOAT32": (-1.0, 1.0), "FLOAT16": (-1.0, 1.0), "UINT8": (0, 255), "INT8": (-128, 127)}
+
+
+def gaussian_inputs(graph: Graph, rng: np.random.Generator) -> dict[int, np.ndarray]:
+    """inference_diff's inputs (inference_profiler_stage.cc): a normal(0.5, 1/3) sample redrawn
+    until it lies in [0, 1), mapped onto the type's range and truncated toward zero."""
+    _check_input_types(graph, tuple(_GAUSSIAN_RANGE), "inference-diff")
+    feed = {}
+    for t in graph.inputs:
+        tensor = graph.tensors[t]
+        low, high = _GAUSSIAN_RANGE[tensor.dtype.name]
+        u = rng.normal(0.5, 1.0 / 3.0, tensor.shape)
+        bad = (u < 0) | (u >= 1)
+        while bad.any():
+            u[bad] = rng.normal(0.5, 1.0 / 3.0, int(bad.sum()))
+            bad = (u < 0) | (u >= 1)
+        values = np.float32(low) + np.float32(high - low) * u.astype(np.float32)
+        feed[t] = (values if tensor.dtype.np.kind == "f" else np.trunc(values)).astype(tensor.dtype.np)
+    return feed
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def check_writable(*paths: str | None) -> None:
+    """Fail before a long run, not after it, when an output file's directory does not exist."""
+    for path in filter(None, paths):
+        if not Path(path).resolve().parent.is_dir():
+            raise TestbedError(f"cannot write {path}: no such directory {Path(path).parent}")
+
+
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
+    target = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise TestbedError(f"cannot write {target}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes the file private; a result is not
+        os.replace(tmp, target)
+    except OSError as exc:
+        os.unlink(tmp)
+        raise TestbedError(f"cannot write {target}: {exc.strerror}") from None
+    except BaseException:
+        os.unlink(tmp)
+        raise
