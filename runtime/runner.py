@@ -11,6 +11,7 @@ import numpy as np
 
 from runtime import tflite_io
 from runtime.atomic import write_text
+from runtime.delegation import CpuStep
 from runtime.errors import ScenarioError, TestbedError
 from runtime.graph import Graph
 from runtime.interpreter import Interpreter
@@ -18,7 +19,7 @@ from runtime.measure import measure, output_diff
 from sim.soc import SoC
 from sim.work import footprint, tensor_bytes
 
-__all__ = ["build_model", "make_inputs", "simulate", "run_scenario", "run_file"]
+__all__ = ["build_model", "make_inputs", "simulate", "run_scenario", "run_file", "record_fields", "unit_footprint"]
 
 Progress = Callable[[int, int, str], None]
 _MODELS: dict[tuple, Graph] = {}
@@ -75,18 +76,17 @@ def make_inputs(graph: Graph, spec, k: int) -> dict[int, np.ndarray]:
             for t in graph.inputs}
 
 
-def _footprint(sim) -> dict[str, int]:
-    """Bytes each unit holds: the CPU its ops' tensors, an accelerator its partitions' (padded)."""
+def unit_footprint(sim) -> dict[str, int]:
+    """Bytes each unit holds: the CPU the tensors of its ops, an accelerator its partitions' tensors
+    as it stores them (padded channels, its precision)."""
     graph, ex = sim.graph, sim.executor
-    sizes: dict[str, int] = {}
-    cpu_tensors = {t for step in ex.plan if not hasattr(step, "partition")
-                   for t in (*graph.ops[step.op].inputs, *graph.ops[step.op].outputs) if t >= 0}
-    sizes[sim.soc.cpu.name] = sum(tensor_bytes(ex.shapes[t], graph.tensors[t].dtype) for t in cpu_tensors)
+    cpu = {t for step in ex.plan if isinstance(step, CpuStep)
+           for t in (*graph.ops[step.op].inputs, *graph.ops[step.op].outputs) if t >= 0}
+    sizes = {sim.soc.cpu.name: sum(tensor_bytes(ex.shapes[t], graph.tensors[t].dtype) for t in cpu)}
     for job in ex.jobs:
         if hasattr(job, "unit") and job.ops:
-            nodes = job.step.partition.nodes
             sizes[job.unit.name] = sizes.get(job.unit.name, 0) + footprint(
-                graph, nodes, ex.shapes, job.ops[0].work.precision, job.unit.channel_align)
+                graph, job.step.partition.nodes, ex.shapes, job.ops[0].work.precision, job.unit.channel_align)
     return sizes
 
 
@@ -154,8 +154,8 @@ def simulate(graph: Graph, profile, delegates_for_stream: Callable[[], list], th
         soc.env.process(stream_process(s, it))
     soc.env.run()
     sim = its[0].simulation
-    m = measure(soc, soc.trace.inferences, warmup, _footprint(sim))
-    record = _record(m, sim.delegation, kinds, graph)
+    m = measure(soc, soc.trace.inferences, warmup, unit_footprint(sim))
+    record = record_fields(m, sim.delegation, kinds, graph)
     record["output_diff"] = _diffs(graph, _reference(graph, feeds), outputs) if reference and feeds else []
     return record, soc
 
@@ -164,7 +164,8 @@ def _ms(stats) -> dict[str, float]:
     return {k: (v if k == "count" else v * 1e3) for k, v in stats.__dict__.items()}
 
 
-def _record(m, delegation, kinds, graph) -> dict[str, Any]:
+def record_fields(m, delegation, kinds: Sequence[str], graph: Graph) -> dict[str, Any]:
+    """The measured part of a results.json record (shared with `dtb benchmark --output_json`)."""
     return {
         "model": {"name": graph.name, "nodes": len(graph.ops)},
         "delegates": _delegate_records(delegation, kinds),
