@@ -27,6 +27,8 @@ SHIPPED = {
     "many_partitions.yaml": ["delegates=cpu", "delegates=coreml"],
     "phones_cpu_gpu.yaml": [f"device={d} delegates={k}" for d in ("pixel3", "pixel4", "iphone_xs")
                             for k in ("cpu", "gpu")],
+    "int8_by_phone.yaml": [f"device={d} delegates={k}" for d in ("pixel3", "pixel4")
+                           for k in ("cpu", "hexagon", "nnapi")],
 }
 
 
