@@ -138,7 +138,7 @@ def measure(soc, spans: Sequence[tuple[int, int, float, float]], warmup: int,
     active = _active_energy(steady_ivs, joules_per_byte=soc.profile.dram.energy_per_byte)
     rails = tuple(RailEnergy(r, 1e3 * active.get(r, 0.0) / n, 1e3 * j / n) for r, j in sorted(joules.items()))
     total = math.fsum(joules.values())
-    levels = [sum(level.values()) for t, level in power_steps(steady_ivs, soc.rails) if t0 <= t < t1]
+    levels = [sum(level.values()) for t, level in power_steps(steady_ivs, soc.rails, soc.profile.dram.energy_per_byte) if t0 <= t < t1]
     return Measurement(stats, init_s, _boundary(steady_ivs, n, stats.avg, soc.profile.dram.energy_per_byte),
                        rails, 1e3 * total / n, total / (t1 - t0) if t1 > t0 else 0.0,
                        max(levels, default=sum(soc.rails.values())),

@@ -31,10 +31,11 @@ def _slice(iv: Interval, pid: int, tid: int) -> dict[str, Any]:
             "pid": pid, "tid": tid, "args": args}
 
 
-def _counters(intervals: list[Interval], rails: dict[str, float], pid: int) -> list[dict[str, Any]]:
+def _counters(intervals: list[Interval], rails: dict[str, float], pid: int,
+              dram_joules_per_byte: float) -> list[dict[str, Any]]:
     """One counter track per rail ("power <rail>", watts), an event wherever its level changes."""
     events, last = [], {}
-    for t, level in power_steps(intervals, rails):
+    for t, level in power_steps(intervals, rails, dram_joules_per_byte):
         for rail, watts in level.items():
             if last.get(rail) != watts:
                 events.append({"name": f"power {rail}", "ph": "C", "ts": t * _US, "pid": pid,
@@ -54,7 +55,7 @@ def chrome_trace(soc, label: str = "", pid: int = 1) -> dict[str, Any]:
     events += [_slice(iv, pid, lanes[iv.lane]) for iv in intervals]
     events += [{"name": f"inference {k}", "cat": "inference", "ph": "X", "ts": s * _US, "dur": (e - s) * _US,
                 "pid": pid, "tid": 0, "args": {"stream": stream}} for stream, k, s, e in soc.trace.inferences]
-    events += _counters(intervals, soc.rails, pid)
+    events += _counters(intervals, soc.rails, pid, soc.profile.dram.energy_per_byte)
     return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 

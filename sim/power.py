@@ -35,9 +35,13 @@ def rail_energy(intervals: Iterable[Interval], idle_w: Mapping[str, float], t0: 
     return energy
 
 
-def power_steps(intervals: Iterable[Interval], idle_w: Mapping[str, float]) -> list[tuple[float, dict[str, float]]]:
+def power_steps(intervals: Iterable[Interval], idle_w: Mapping[str, float],
+                dram_joules_per_byte: float = 0.0) -> list[tuple[float, dict[str, float]]]:
     """The power of every rail as a step function: (time, {rail: watts}) at each change, for counter
-    tracks. Sums of overlapping intervals are kept exact by rebuilding each level from the active set."""
+    tracks. Sums of overlapping intervals are kept exact by rebuilding each level from the active set.
+
+    With `dram_joules_per_byte`, an interval's bytes also load the DRAM rail evenly over its
+    duration, so the steps integrate to the whole energy (not only the rails' own)."""
     events: list[tuple[float, int, int]] = []
     ivs = [iv for iv in intervals if iv.end > iv.start]
     for k, iv in enumerate(ivs):
@@ -55,6 +59,9 @@ def power_steps(intervals: Iterable[Interval], idle_w: Mapping[str, float]) -> l
             i += 1
         level = dict(idle_w)
         for k in active:
-            level[ivs[k].rail] = level.get(ivs[k].rail, 0.0) + ivs[k].watts
+            iv = ivs[k]
+            level[iv.rail] = level.get(iv.rail, 0.0) + iv.watts
+            if dram_joules_per_byte and iv.bytes:
+                level[DRAM_RAIL] = level.get(DRAM_RAIL, 0.0) + iv.bytes * dram_joules_per_byte / iv.seconds
         steps.append((t, level))
     return steps

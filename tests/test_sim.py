@@ -128,3 +128,15 @@ def test_a_unit_refuses_a_precision_it_has_no_rate_for():
     assert not soc.unit("ane").runs(F32)
     with pytest.raises(ValueError, match="float32"):
         run(soc, soc.unit("dsp").execute(compute_bound(), Tag()))
+
+
+def test_power_steps_with_dram_bytes_integrate_to_the_whole_energy():
+    soc = SoC(tiny_profile())
+    run(soc, soc.unit("gpu").execute(memory_bound(), Tag(0)), soc.copy(500_000, "in", Tag(1)),
+        soc.cpu.execute(compute_bound(), Tag(2), threads=2))
+    t1 = soc.env.now
+    steps = power_steps(soc.trace.intervals, soc.rails, soc.profile.dram.energy_per_byte)
+    total = sum(sum(level.values()) * (t_next - t) for (t, level), (t_next, _) in zip(steps, steps[1:] + [(t1, None)]))
+    assert math.isclose(total, sum(soc.energy(0.0, t1).values()), rel_tol=1e-9)
+    peak = max(sum(level.values()) for _, level in steps)
+    assert peak >= total / t1  # the average can never exceed the peak
