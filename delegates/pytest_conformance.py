@@ -109,11 +109,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     except Exception as exc:
         raise pytest.UsageError(f"--delegate-conformance: {exc}") from None
     parent = ConformanceCollector.from_parent(session, name="delegate_conformance", nodeid="delegate_conformance")
-    for p in planned:
-        items.append(ConformanceItem.from_parent(parent, name=_item_name(p.name), planned=p))
+    added = [ConformanceItem.from_parent(parent, name=_item_name(p.name), planned=p) for p in planned]
     if any(p.supported for p in planned):
-        items.extend(ConformanceItem.from_parent(parent, name=f"lifecycle[{at.value}]", planned=at)
+        added.extend(ConformanceItem.from_parent(parent, name=f"lifecycle[{at.value}]", planned=at)
                      for at in FailAt)
+    # Reported like any collected items, so "collected N items" and other plugins count them.
+    config.hook.pytest_collectreport(report=pytest.CollectReport(parent.nodeid, "passed", None, added))
+    items.extend(added)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
@@ -127,3 +129,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         f"{run.fresh().name} on {run.device} (seed {run.seed}, {run.examples} examples per op): "
         f"{counts[Verdict.PASS]} passed, {counts[Verdict.FAIL]} failed, {counts[Verdict.REJECTED]} rejected; "
         f"{len(run.unclaimed)} op/dtype pairs not claimed")
+    for note in run.notes:
+        terminalreporter.write_line(f"Note: {note}")

@@ -53,7 +53,8 @@ def sample(domain: Domain, shape: tuple[int, ...], rng: np.random.Generator) -> 
     return rng.standard_normal(shape).astype(np.float32)
 
 
-ACTIVATIONS = (Activation.NONE, Activation.RELU, Activation.RELU6, Activation.RELU_N1_TO_1)
+# NONE twice: half the instances carry no fused activation, as in most models.
+ACTIVATIONS = (Activation.NONE, Activation.NONE, Activation.RELU, Activation.RELU6, Activation.RELU_N1_TO_1)
 
 
 class Context:
