@@ -10,6 +10,7 @@ from delegates.api import DelegateKernel
 from runtime.errors import DelegateError
 from runtime.graph import DType, Graph
 from runtime.ops import Node, select_kernel
+from runtime.optypes import OpType
 from sim import numerics as nm
 from sim.numerics import NumericMode
 
@@ -60,7 +61,12 @@ class UnitKernel(DelegateKernel):
 
     def _check_integer(self, graph: Graph) -> None:
         for i in self.partition.nodes:
-            for t in (*graph.ops[i].inputs, *graph.ops[i].outputs):
+            op = graph.ops[i]
+            # float is allowed only where the integer model meets the float world
+            edge = op.inputs if op.type is OpType.QUANTIZE else op.outputs if op.type is OpType.DEQUANTIZE else ()
+            for t in (*op.inputs, *op.outputs):
+                if t in edge:
+                    continue
                 if t >= 0 and not graph.tensors[t].is_constant and graph.tensors[t].dtype not in _INTEGER_OK:
                     raise DelegateError(f"{graph.describe_op(i)}: {graph.describe_tensor(t)} is "
                                         f"{graph.tensors[t].dtype.name}; the {self.unit} runs 8-bit integer "

@@ -191,8 +191,10 @@ class NnapiDelegate(Delegate):
     # -- execution ----------------------------------------------------------------------------
 
     def numeric_mode(self, graph: Graph) -> str:
+        # any 8-bit activation (a model input feeding a DEQUANTIZE counts): the driver runs the
+        # model's integer path; float16 is for float models only
         eight_bit = any(graph.tensors[t].dtype in rk.EIGHT_BIT and not graph.tensors[t].is_constant
-                        for op in graph.ops for t in op.outputs)
+                        for op in graph.ops for t in (*op.inputs, *op.outputs) if t >= 0)
         if eight_bit:
             return "INTEGER"
         return "FLOAT16" if self.config.allow_fp16 else "REFERENCE"

@@ -124,10 +124,18 @@ def _parser() -> argparse.ArgumentParser:
     sp.set_defaults(fn=cmd_export)
     cli_bench.add_parser(sub)
     cli_tools.add_parsers(sub)
+    # listed for --help; its arguments are its own module's (see main)
+    sub.add_parser("conformance", add_help=False,
+                   help="check a delegate (package.module:factory) against the CPU reference op by op")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["conformance"]:
+        from delegates.conformance_cli import main as conformance
+
+        return conformance(argv[1:])
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
     sp = getattr(args, "parser", None)

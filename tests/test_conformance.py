@@ -290,3 +290,13 @@ def test_plugin_reports_a_bad_factory_as_a_usage_error(inner_pytest):
     result = inner_pytest("--delegate-conformance=no_such_package.delegate:make")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--delegate-conformance*no_such_package*"])
+
+
+def test_dtb_conformance_runs_the_kit(capsys):
+    from runtime.cli import main
+
+    assert main(["conformance", "--delegate", "hexagon", "--device", "pixel3", "--examples", "1",
+                 "--ops", "ADD,CONV_2D"]) == 0
+    assert "PASS" in capsys.readouterr().out
+    assert main(["conformance", "no.such.module:make"]) == 1
+    assert "dtb conformance: error:" in capsys.readouterr().err
