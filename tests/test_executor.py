@@ -52,18 +52,23 @@ def split_graph():
     return b.build([x])
 
 
+def feed(it: Interpreter, graph: Graph, rng: np.random.Generator) -> None:
+    """Seeded Gaussian inputs, on the tensor's grid for a quantized input."""
+    for t in graph.inputs:
+        tensor = graph.tensors[t]
+        x = rng.standard_normal(tensor.shape)
+        if tensor.quant is not None:
+            x = np.clip(np.round(x / tensor.quant.scale[0]) + tensor.quant.zero_point[0], -128, 127)
+        it.set_tensor(t, x.astype(tensor.dtype.np))
+
+
 def run(graph: Graph, device="pixel4", delegates=(), runs=3, threads=4, **kw):
     """Simulate and measure; returns (interpreter, measurement, outputs of the last run)."""
     it = Interpreter(graph=graph, experimental_delegates=list(delegates), device=device, num_threads=threads, **kw)
     it.allocate_tensors()
     rng = np.random.default_rng(0)
     for _ in range(runs):
-        for t in graph.inputs:
-            tensor = graph.tensors[t]
-            x = rng.standard_normal(tensor.shape)
-            if tensor.quant is not None:
-                x = np.clip(np.round(x / tensor.quant.scale[0]) + tensor.quant.zero_point[0], -128, 127)
-            it.set_tensor(t, x.astype(tensor.dtype.np))
+        feed(it, graph, rng)
         it.invoke()
     soc = it.simulation.soc
     return it, measure(soc, soc.trace.inferences, 1), [it.get_tensor(t) for t in graph.outputs]
@@ -74,12 +79,7 @@ def plain(graph: Graph, runs=3):
     it.allocate_tensors()
     rng = np.random.default_rng(0)
     for _ in range(runs):
-        for t in graph.inputs:
-            tensor = graph.tensors[t]
-            x = rng.standard_normal(tensor.shape)
-            if tensor.quant is not None:
-                x = np.clip(np.round(x / tensor.quant.scale[0]) + tensor.quant.zero_point[0], -128, 127)
-            it.set_tensor(t, x.astype(tensor.dtype.np))
+        feed(it, graph, rng)
         it.invoke()
     return [it.get_tensor(t) for t in graph.outputs]
 
