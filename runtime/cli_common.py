@@ -8,7 +8,6 @@ import logging
 import math
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -16,6 +15,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from runtime import tflite_io
+from runtime.atomic import write_text
 from runtime.errors import TestbedError
 from runtime.graph import Graph
 
@@ -227,12 +227,6 @@ def gaussian_inputs(graph: Graph, rng: np.random.Generator) -> dict[int, np.ndar
     return feed
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def check_writable(*paths: str | None) -> None:
     """Fail before a long run, not after it, when an output file's directory does not exist."""
     for path in filter(None, paths):
@@ -242,19 +236,7 @@ def check_writable(*paths: str | None) -> None:
 
 def write_atomic(path: str | os.PathLike, text: str) -> None:
     """Write to a temporary file beside `path`, then rename: readers never see half a file."""
-    target = Path(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        write_text(path, text)
     except OSError as exc:
-        raise TestbedError(f"cannot write {target}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes the file private; a result is not
-        os.replace(tmp, target)
-    except OSError as exc:
-        os.unlink(tmp)
-        raise TestbedError(f"cannot write {target}: {exc.strerror}") from None
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        raise TestbedError(f"cannot write {path}: {exc.strerror}") from None
