@@ -57,7 +57,7 @@ def parse(text_: str, source: str, error: type[TestbedError]) -> tuple[Any, dict
             if node is None:
                 raise error(f"{source}:1: the file is empty")
             lines: dict[Key, int] = {(): node.start_mark.line + 1}
-            _index(node, (), lines, (source, error), ())
+            _index(node, (), lines, (source, error))
             return loader.construct_document(node), lines
         finally:
             loader.dispose()
@@ -70,22 +70,31 @@ def parse(text_: str, source: str, error: type[TestbedError]) -> tuple[Any, dict
 
 
 def _index(node: yaml.Node, path: Key, lines: dict[Key, int], where: tuple[str, type[TestbedError]],
-           seen: tuple[int, ...]) -> None:
+           above: frozenset[int] = frozenset(), done: set[int] | None = None) -> None:
+    """Record the line of every key and list item; PyYAML would silently keep the last of duplicate keys.
+
+    An aliased node is walked once (its later uses keep the alias's line), so nested aliases cannot
+    blow up; one that contains itself is an error."""
     source, error = where
-    if id(node) in seen:    # an alias to its own ancestor would make the data infinite
-        raise error(f"{source}:{node.start_mark.line + 1}: {dotted(path)}: recursive alias")
-    seen += (id(node),)
+    if id(node) in above:
+        raise error(f"{source}:{node.start_mark.line + 1}: {dotted(path)}: an alias contains itself "
+                    f"(a recursive alias)")
+    done = set() if done is None else done
+    if id(node) in done:
+        return
+    done.add(id(node))
+    above = above | {id(node)}
     if isinstance(node, yaml.MappingNode):
         for key_node, value in node.value:
             sub = path + (str(key_node.value),)
             if sub in lines:
                 raise error(f"{source}:{key_node.start_mark.line + 1}: {dotted(sub)}: duplicate key")
             lines[sub] = key_node.start_mark.line + 1
-            _index(value, sub, lines, where, seen)
+            _index(value, sub, lines, where, above, done)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             lines[path + (i,)] = item.start_mark.line + 1
-            _index(item, path + (i,), lines, where, seen)
+            _index(item, path + (i,), lines, where, above, done)
 
 
 # ---- value checks: each takes (ctx, value, path) and returns the checked value

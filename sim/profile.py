@@ -9,10 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-import yaml
-
 from runtime.errors import ProfileError
 from runtime.optypes import OpType
+from runtime.yamlcheck import Key, dotted, parse
 from sim.cost import OpClass, Precision
 from sim.spec import CopySpec, DramSpec, NnapiDeviceSpec, Profile, UnitKind, UnitSpec
 
@@ -21,7 +20,6 @@ __all__ = ["load_profile", "list_profiles", "profile_from_dict", "ExecutionPrefe
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 
-Key = tuple[str | int, ...]
 Check = Callable[["_Ctx", Any, Key], Any]
 
 
@@ -67,63 +65,10 @@ class _Ctx:
         # A missing key has no line of its own: point at the nearest enclosing key that has one.
         line = next((self.lines[path[:n]] for n in range(len(path), -1, -1) if path[:n] in self.lines), None)
         where = f"{self.source}:{line}" if line else self.source
-        return ProfileError(f"{where}: {_dotted(path)}: {message}" if path else f"{where}: {message}")
+        return ProfileError(f"{where}: {dotted(path)}: {message}" if path else f"{where}: {message}")
 
 
 _show = reprlib.repr   # a bad value may be a huge aliased list: show its start only
-
-
-def _dotted(path: Key) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _parse(text: str, source: str) -> tuple[Any, dict[Key, int]]:
-    try:
-        loader = yaml.SafeLoader(text)   # the reader rejects unprintable characters here already
-        try:
-            node = loader.get_single_node()
-            if node is None:
-                raise ProfileError(f"{source}:1: the file is empty; a profile is a mapping")
-            lines: dict[Key, int] = {(): node.start_mark.line + 1}
-            _index(node, (), lines, source)
-            return loader.construct_document(node), lines
-        finally:
-            loader.dispose()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = f":{mark.line + 1}" if mark else ""
-        raise ProfileError(f"{source}{line}: invalid YAML: {exc.problem or exc.context}") from None
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"{source}: invalid YAML: {exc}") from None
-
-
-def _index(node: yaml.Node, path: Key, lines: dict[Key, int], source: str,
-           above: frozenset[int] = frozenset(), done: set[int] | None = None) -> None:
-    """Record the line of every key and list item; PyYAML would silently keep the last of duplicate keys.
-
-    An aliased node is walked once (its later uses keep the alias's line), so nested aliases cannot
-    blow up; one that contains itself is an error."""
-    if id(node) in above:
-        raise ProfileError(f"{source}:{node.start_mark.line + 1}: {_dotted(path)}: an alias contains itself")
-    done = set() if done is None else done
-    if id(node) in done:
-        return
-    done.add(id(node))
-    above = above | {id(node)}
-    pairs = node.value if isinstance(node, yaml.MappingNode) else ()
-    items = node.value if isinstance(node, yaml.SequenceNode) else ()
-    for key_node, value in pairs:
-        sub = path + (str(key_node.value),)
-        if sub in lines:
-            raise ProfileError(f"{source}:{key_node.start_mark.line + 1}: {_dotted(sub)}: duplicate key")
-        lines[sub] = key_node.start_mark.line + 1
-        _index(value, sub, lines, source, above, done)
-    for i, item in enumerate(items):
-        lines[path + (i,)] = item.start_mark.line + 1
-        _index(item, path + (i,), lines, source, above, done)
 
 
 def _number(ctx: _Ctx, value: Any, path: Key, want: str, ok: Callable[[float], bool]) -> float:
@@ -393,7 +338,7 @@ def load_profile(name_or_path: str | os.PathLike) -> Profile:
         raise ProfileError(f"{source}: no such profile file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"{source}: cannot read the profile: {exc}") from None
-    data, lines = _parse(text, source)
+    data, lines = parse(text, source, ProfileError)
     return profile_from_dict(data, source, lines)
 
 
