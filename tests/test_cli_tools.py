@@ -353,3 +353,19 @@ def test_report_renders_results(capsys, tmp_path, scenario):
     assert target.read_text().startswith("scenario,label")
     (tmp_path / "bad.json").write_text("{not json")
     assert "bad.json: not JSON" in fails(capsys, "report", str(tmp_path / "bad.json"))
+
+
+@pytest.mark.parametrize("text, words", [
+    ("device: pixel3\nmodel: {zoo: tiny_cnn\n", "invalid YAML"),
+    ("device: pixel3\nmodel: {zoo: tiny_cnn}\ndelegates: [warp: {}]\n", "warp"),
+    ("device: pixel9\nmodel: {zoo: tiny_cnn}\n", "pixel9"),
+    ("device: pixel3\nmodel: {path: missing.tflite}\n", "missing.tflite"),
+    ("device: pixel3\nmodel: {zoo: tiny_cnn}\nmatrix:\n  turbo: [1, 2]\n", "turbo"),
+    ("device: pixel3\nmodel: {zoo: tiny_cnn}\nmatrix:\n  delegates: [[], [gpu: {warp: 1}]]\n", "warp"),
+])
+def test_a_broken_scenario_exits_1_with_one_line_and_writes_nothing(capsys, tmp_path, text, words):
+    scenario = tmp_path / "broken.yaml"
+    scenario.write_text(text)
+    line = fails(capsys, "run", str(scenario), "-o", str(tmp_path / "out"))
+    assert "broken.yaml" in line and words in line
+    assert not (tmp_path / "out").exists()
