@@ -215,6 +215,11 @@ class NnapiDelegate(Delegate):
         compile_cache.store(cfg.cache_dir, cfg.model_token, "nnapi", graph)
         return self.compile_seconds(warm)
 
+    def invoke_seconds(self, spec) -> float:
+        """Each execution goes through the driver: its per-execution cost (which for a DSP device
+        includes the remote call) replaces the unit's own invoke cost."""
+        return self.device.execution_s if self.device is not None else spec.invoke_s
+
     def unit_scales(self, unit):
         """The driver's answer to the execution preference: (rate, power) scales of the device."""
         from sim.unit import Scales

@@ -148,9 +148,10 @@ class Executor:
                     raise DelegateError(f"{name} returned no value for {self.graph.describe_tensor(t)}")
                 self.values[t] = np.asarray(outputs[t])
         precision = job.ops[0].work.precision if job.ops else Precision.FLOAT32
-        if job.unit.spec.invoke_s:
-            yield from job.unit.hold(job.unit.spec.invoke_s, f"{name} invoke", Kind.INVOKE, tag, precision,
-                                     job.scales)
+        call = getattr(job.step.delegate, "invoke_seconds", None)  # e.g. an NNAPI driver's execution
+        seconds = call(job.unit.spec) if callable(call) else job.unit.spec.invoke_s
+        if seconds:
+            yield from job.unit.hold(seconds, f"{name} invoke", Kind.INVOKE, tag, precision, job.scales)
         for op in job.ops:
             yield from job.unit.execute(op.work, tag, job.scales, args=(("node", op.op), ("delegate", name)))
         moved_out = sum(b for _, b in job.outputs)

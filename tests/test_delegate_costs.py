@@ -90,3 +90,10 @@ def test_the_gpu_pads_channels_to_four_and_the_cpu_does_not(net):
     out = net.tensors[net.ops[0].outputs[0]].shape
     k = net.tensors[net.ops[0].inputs[1]].shape
     assert macs == int(np.prod(out[:3])) * ((out[3] + 3) // 4 * 4) * k[1] * k[2] * 4
+
+
+def test_each_nnapi_execution_pays_the_drivers_cost(net_int8):
+    _, soc = measured(net_int8, "pixel4", "nnapi", accelerator_name="google-edgetpu")
+    calls = [iv for iv in soc.trace.intervals if iv.kind is Kind.INVOKE and iv.inference == 1]
+    device = next(d for d in load_profile("pixel4").nnapi_devices if d.name == "google-edgetpu")
+    assert calls and all(iv.seconds == pytest.approx(device.execution_s) for iv in calls)
