@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Generator
 
 import simpy
 
-from sim.cost import OpCost, Precision, Work, op_cost
+from sim.cost import OpCost, Precision, Rates, Work, op_cost
 from sim.spec import UnitSpec
 from sim.trace import Interval, Kind
 
@@ -46,6 +46,7 @@ class Unit:
         self.name = spec.name
         self.rail = spec.name
         self.resource = simpy.Resource(self.env, capacity=1)
+        self._rates_cache: dict[tuple[int, Scales], Rates] = {}
 
     # -- what the unit can run --------------------------------------------------------------------
 
@@ -64,11 +65,19 @@ class Unit:
         return max(0.0, (watts * scale.power - self.spec.idle_w) * share)
 
     def cost(self, work: Work, scale: Scales, bandwidth: float | None, threads: int = 1) -> OpCost:
-        rates = self.spec.rates(threads, scale.rate)
-        if scale.dispatch != 1.0:
-            rates = type(rates)(rates.macs_per_s, rates.elem_per_s, rates.bandwidth,
-                                rates.dispatch_s * scale.dispatch, rates.efficiency)
-        return op_cost(work, rates, bandwidth)
+        return op_cost(work, self._rates(threads, scale), bandwidth)
+
+    def _rates(self, threads: int, scale: Scales) -> Rates:
+        """The unit's rates for a thread count and scale, built once (every op asks for them)."""
+        key = (threads, scale)
+        rates = self._rates_cache.get(key)
+        if rates is None:
+            rates = self.spec.rates(threads, scale.rate)
+            if scale.dispatch != 1.0:
+                rates = Rates(rates.macs_per_s, rates.elem_per_s, rates.bandwidth,
+                              rates.dispatch_s * scale.dispatch, rates.efficiency)
+            self._rates_cache[key] = rates
+        return rates
 
     # -- SimPy processes ------------------------------------------------------------------------
 
