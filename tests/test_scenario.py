@@ -29,6 +29,8 @@ SHIPPED = {
                             for k in ("cpu", "gpu")],
     "int8_by_phone.yaml": [f"device={d} delegates={k}" for d in ("pixel3", "pixel4")
                            for k in ("cpu", "hexagon", "nnapi")],
+    "published_check.yaml": [f"zoo={m} device={d} delegates={k}" for m in ("mobilenet_v1", "squeezenet")
+                             for d in ("pixel3", "pixel4", "iphone_xs") for k in ("cpu", "gpu", "nnapi")],
 }
 
 
