@@ -51,7 +51,7 @@ def _inputs(it: Interpreter, seed: int) -> None:
         it.set_tensor(d["index"], value)
 
 
-def cmd_infer(args) -> int:
+def cmd_infer(args, extra=None) -> int:
     graph, label = _load(args)
     it = Interpreter(graph=graph, num_threads=args.num_threads)
     it.allocate_tensors()
@@ -78,7 +78,7 @@ def cmd_infer(args) -> int:
     return 0
 
 
-def cmd_inspect(args) -> int:
+def cmd_inspect(args, extra=None) -> int:
     graph, label = _load(args)
     print(f"model: {label}: {len(graph.tensors)} tensors, {len(graph.ops)} ops")
     print(f"{'#':>4}  {'op':26s} {'v':>2}  {'inputs -> outputs':50s} reference kernel")
@@ -89,7 +89,7 @@ def cmd_inspect(args) -> int:
     return 0
 
 
-def cmd_export(args) -> int:
+def cmd_export(args, extra=None) -> int:
     from runtime.tflite_write import save
 
     graph = zoo.build(args.model, **_model_args(args.model_arg))
@@ -113,15 +113,15 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--num_threads", type=int, default=1)
     sp.add_argument("--num_runs", type=int, default=1)
     sp.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
-    sp.set_defaults(fn=cmd_infer)
+    sp.set_defaults(fn=cmd_infer, parser=sp)
     sp = sub.add_parser("inspect", help="list a model's ops with shapes and kernel support")
     model_flags(sp)
-    sp.set_defaults(fn=cmd_inspect)
+    sp.set_defaults(fn=cmd_inspect, parser=sp)
     sp = sub.add_parser("export", help="write a zoo model to a .tflite file")
     sp.add_argument("--model", required=True)
     sp.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE")
     sp.add_argument("-o", "--output", required=True)
-    sp.set_defaults(fn=cmd_export)
+    sp.set_defaults(fn=cmd_export, parser=sp)
     cli_bench.add_parser(sub)
     cli_tools.add_parsers(sub)
     # listed for --help; its arguments are its own module's (see main)
