@@ -78,7 +78,10 @@ class Executor:
         return self._partition_job(step)
 
     def _partition_job(self, step: DelegateStep) -> _PartitionJob:
-        unit = self.soc.unit(getattr(step.kernel, "unit", None) or _unit_for(step, self.soc))
+        try:
+            unit = self.soc.unit(getattr(step.kernel, "unit", None) or _unit_for(step, self.soc))
+        except KeyError as exc:  # a delegate made for another phone than the one it runs on
+            raise DelegateError(f"{step.delegate.name}: {exc.args[0]}") from None
         mode = NumericMode.of(getattr(step.kernel, "mode", NumericMode.REFERENCE))
         graph, part = self.graph, step.partition
         ops = []

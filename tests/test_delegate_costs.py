@@ -97,3 +97,12 @@ def test_each_nnapi_execution_pays_the_drivers_cost(net_int8):
     calls = [iv for iv in soc.trace.intervals if iv.kind is Kind.INVOKE and iv.inference == 1]
     device = next(d for d in load_profile("pixel4").nnapi_devices if d.name == "google-edgetpu")
     assert calls and all(iv.seconds == pytest.approx(device.execution_s) for iv in calls)
+
+
+def test_a_delegate_made_for_another_phone_is_a_delegate_error(net_int8):
+    from runtime.errors import DelegateError
+
+    delegate = make_delegate("nnapi", load_profile("pixel4"), accelerator_name="google-edgetpu")
+    it = Interpreter(graph=net_int8, experimental_delegates=[delegate], device="pixel3")
+    with pytest.raises(DelegateError, match="pixel3 profile has no unit 'npu'"):
+        it.allocate_tensors()
