@@ -93,16 +93,18 @@ class Executor:
                 raise DelegateError(f"{graph.describe_op(i)}: the {unit.name} of {self.soc.profile.name} "
                                     f"has no {precision.value} rate")
             ops.append(_OpJob(i, self._work(i, precision, unit.channel_align)))
-        live = lambda ts: [t for t in ts if not graph.tensors[t].is_constant]  # noqa: E731
-        nbytes = lambda t: tensor_bytes(self.shapes[t], graph.tensors[t].dtype)  # noqa: E731
-        crossing = [t for t in (*live(part.inputs), *part.outputs)]
-        to_float = sum(int(np.prod(self.shapes[t])) for t in crossing
+        inputs = [t for t in part.inputs if not graph.tensors[t].is_constant]
+        to_float = sum(int(np.prod(self.shapes[t])) for t in (*inputs, *part.outputs)
                        if mode in _VIEWS and is_quantized(graph.tensors[t]))
-        weights = sum(nbytes(t) for i in part.nodes for t in graph.ops[i].inputs
-                      if t >= 0 and graph.tensors[t].is_constant)
+        weights = {t for i in part.nodes for t in graph.ops[i].inputs if t >= 0 and graph.tensors[t].is_constant}
         return _PartitionJob(step, unit, mode, _scales(step, unit), tuple(ops),
-                             tuple((t, nbytes(t)) for t in live(part.inputs)),
-                             tuple((t, nbytes(t)) for t in part.outputs), to_float, weights)
+                             tuple((t, self._bytes(t)) for t in inputs),
+                             tuple((t, self._bytes(t)) for t in part.outputs), to_float,
+                             sum(self._bytes(t) for t in weights))
+
+    def _bytes(self, t: int) -> int:
+        """A tensor's bytes as the CPU holds it: what a boundary copy moves."""
+        return tensor_bytes(self.shapes[t], self.graph.tensors[t].dtype)
 
     # -- SimPy processes ----------------------------------------------------------------------
 
