@@ -28,10 +28,12 @@ _VIEWS = (NumericMode.FLOAT32_VIEW, NumericMode.FLOAT16)
 
 @dataclass(frozen=True)
 class _OpJob:
-    """One op's cost on its unit, fixed when the plan is built (shapes are static per allocation)."""
+    """One op's cost on its unit, fixed when the plan is built (shapes are static per allocation),
+    and what its trace slice shows besides (node, output shape and type, delegate)."""
 
     op: int
     work: Work
+    args: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ class Executor:
             if step.op in self.folded:
                 return None
             op = self.graph.ops[step.op]
-            return _OpJob(step.op, self._work(step.op, op_precision(op, self.graph), 1))
+            return _OpJob(step.op, self._work(step.op, op_precision(op, self.graph), 1), self._args(step.op))
         return self._partition_job(step)
 
     def _partition_job(self, step: DelegateStep) -> _PartitionJob:
@@ -92,7 +94,8 @@ class Executor:
             if not unit.runs(precision):
                 raise DelegateError(f"{graph.describe_op(i)}: the {unit.name} of {self.soc.profile.name} "
                                     f"has no {precision.value} rate")
-            ops.append(_OpJob(i, self._work(i, precision, unit.channel_align)))
+            ops.append(_OpJob(i, self._work(i, precision, unit.channel_align),
+                              self._args(i) + (("delegate", step.delegate.name),)))
         inputs = [t for t in part.inputs if not graph.tensors[t].is_constant]
         to_float = sum(int(np.prod(self.shapes[t])) for t in (*inputs, *part.outputs)
                        if mode in _VIEWS and is_quantized(graph.tensors[t]))
@@ -101,6 +104,12 @@ class Executor:
                              tuple((t, self._bytes(t)) for t in inputs),
                              tuple((t, self._bytes(t)) for t in part.outputs), to_float,
                              sum(self._bytes(t) for t in weights))
+
+    def _args(self, i: int) -> tuple[tuple[str, object], ...]:
+        out = self.graph.ops[i].outputs[0] if self.graph.ops[i].outputs else -1
+        if out < 0:
+            return (("node", i),)
+        return (("node", i), ("shape", str(list(self.shapes[out]))), ("dtype", self.graph.tensors[out].dtype.name))
 
     def _bytes(self, t: int) -> int:
         """A tensor's bytes as the CPU holds it: what a boundary copy moves."""
@@ -129,8 +138,7 @@ class Executor:
                 if job is not None:  # None: a constant-only op, computed once at allocation
                     if math:
                         self.run_cpu(step.op)
-                    yield from cpu.execute(job.work, tag, threads=self.threads,
-                                           args=(("node", step.op),))
+                    yield from cpu.execute(job.work, tag, threads=self.threads, args=job.args)
             else:
                 yield from self._partition(job, tag, math)
 
@@ -158,7 +166,7 @@ class Executor:
         if seconds:
             yield from job.unit.hold(seconds, f"{name} invoke", Kind.INVOKE, tag, precision, job.scales)
         for op in job.ops:
-            yield from job.unit.execute(op.work, tag, job.scales, args=(("node", op.op), ("delegate", name)))
+            yield from job.unit.execute(op.work, tag, job.scales, args=op.args)
         moved_out = sum(b for _, b in job.outputs)
         if moved_out:
             yield from self.soc.copy(moved_out, f"{name} outputs", tag, job.unit.spec.convert_per_s)

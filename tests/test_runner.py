@@ -59,6 +59,8 @@ def test_trace_json_parses_with_one_counter_track_per_rail_and_a_lane_per_unit(s
         assert {u.name for u in profile.units} <= lanes
     gpu_slices = [e for e in events if e["ph"] == "X" and e["pid"] == 2 and e["cat"] == "copy"]
     assert gpu_slices and all(e["dur"] > 0 and "bytes" in e["args"] for e in gpu_slices)
+    ops = [e for e in events if e["ph"] == "X" and e["cat"] == "op" and "node" in e["args"]]
+    assert ops and all({"shape", "dtype", "bytes", "macs", "precision"} <= set(e["args"]) for e in ops)
 
 
 def test_a_broken_scenario_writes_nothing(tmp_path):
