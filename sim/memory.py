@@ -38,7 +38,3 @@ class Dram:
     def release(self, token: int, nbytes: int) -> None:
         del self._demand[token]
         self.bytes_moved += nbytes
-
-    @property
-    def active(self) -> int:
-        return len(self._demand)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["Kind", "Interval", "Trace"]
 
@@ -56,11 +56,3 @@ class Trace:
 
     def mark(self, stream: int, k: int, start: float, end: float) -> None:
         self.inferences.append((stream, k, start, end))
-
-    def within(self, start: float, end: float) -> Iterator[Interval]:
-        """Intervals that overlap [start, end)."""
-        return (iv for iv in self.intervals if iv.end > start and iv.start < end)
-
-    @property
-    def end(self) -> float:
-        return max((iv.end for iv in self.intervals), default=0.0)
