@@ -32,3 +32,14 @@ def tiny_profile(dram_bandwidth=12e9, **overrides) -> Profile:
                   has_neural_engine=True)
     fields.update(overrides)
     return Profile(**fields)
+
+
+def calibrated_int8(graph, seed: int, samples: int):
+    """The graph fully int8-quantized, calibrated on seeded Gaussian samples of its input."""
+    import numpy as np
+
+    from runtime.zoo.quantize import to_int8
+
+    rng = np.random.default_rng(seed)
+    shape = graph.tensors[graph.inputs[0]].shape
+    return to_int8(graph, [rng.standard_normal(shape).astype(np.float32) for _ in range(samples)])

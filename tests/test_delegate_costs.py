@@ -9,8 +9,8 @@ from delegates.registry import make_delegate
 from runtime.interpreter import Interpreter
 from runtime.measure import measure
 from runtime.zoo import build
-from runtime.zoo.quantize import to_int8
 from sim.profile import load_profile
+from tests.sim_kit import calibrated_int8
 from sim.trace import Kind
 
 
@@ -21,9 +21,7 @@ def net():
 
 @pytest.fixture(scope="module")
 def net_int8(net):
-    rng = np.random.default_rng(2)
-    shape = net.tensors[net.inputs[0]].shape
-    return to_int8(net, [rng.standard_normal(shape).astype(np.float32) for _ in range(3)])
+    return calibrated_int8(net, seed=2, samples=3)
 
 
 def measured(graph, device, kind, runs=2, **options):

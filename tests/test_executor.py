@@ -20,8 +20,8 @@ from runtime.scenario import InputSpec
 from runtime.zoo import build
 from runtime.zoo import layers as L
 from runtime.zoo.builder import GraphBuilder
-from runtime.zoo.quantize import to_int8
 from sim.profile import load_profile
+from tests.sim_kit import calibrated_int8
 from sim.trace import Kind
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -34,9 +34,7 @@ def mobilenet():
 
 @pytest.fixture(scope="module")
 def mobilenet_int8(mobilenet):
-    rng = np.random.default_rng(5)
-    shape = mobilenet.tensors[mobilenet.inputs[0]].shape
-    return to_int8(mobilenet, [rng.standard_normal(shape).astype(np.float32) for _ in range(4)])
+    return calibrated_int8(mobilenet, seed=5, samples=4)
 
 
 @pytest.fixture(scope="module")
