@@ -23,7 +23,7 @@ __all__ = ["LoadedModel", "PROVIDER_NAMES", "QUANTIZATIONS", "add_device_flag", 
            "delegate_kinds", "echo_log", "gaussian_inputs", "load_device", "load_model", "parse_delegate_flags",
            "to_us", "tflite_bool", "uniform_inputs", "write_atomic"]
 
-QUANTIZATIONS = ("none", "float16", "dynamic_range", "int8")
+QUANTIZATIONS = ("none", "float16", "dynamic_range", "int8", "uint8")
 # DelegateProvider::GetName() of TFLite's providers (tflite/tools/delegates/*_delegate_provider.cc).
 PROVIDER_NAMES = {"gpu": "GPU", "nnapi": "NNAPI", "hexagon": "Hexagon", "coreml": "COREML",
                   "external": "EXTERNAL"}
@@ -55,7 +55,7 @@ def add_model_flags(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--zoo", help="zoo model name instead of a file (see `dtb list models`)")
     sp.add_argument("--zoo_args", default="", metavar="K=V,...", help="zoo builder arguments, e.g. alpha=0.5")
     sp.add_argument("--quantization", default="none", choices=QUANTIZATIONS,
-                    help="post-training quantization applied before running (int8 calibrates on "
+                    help="post-training quantization applied before running (int8 and uint8 calibrate on "
                          f"{_CALIBRATION_SAMPLES} seeded Gaussian samples)")
 
 
@@ -102,12 +102,12 @@ def _build_zoo(name: str, args: dict) -> Graph:
 
 
 def _quantize(graph: Graph, mode: str) -> Graph:
-    from runtime.zoo.quantize import quantize
+    from runtime.zoo.quantize import CALIBRATED, quantize
 
     if mode == "none":
         return graph
     samples = None
-    if mode == "int8":
+    if mode in CALIBRATED:
         rng = np.random.default_rng(_CALIBRATION_SEED)
         samples = [[rng.standard_normal(graph.tensors[t].shape).astype(np.float32) for t in graph.inputs]
                    for _ in range(_CALIBRATION_SAMPLES)]

@@ -34,7 +34,7 @@ def build_model(spec, source: Path | None = None) -> Graph:
     key = (spec.zoo, tuple(sorted(dict(spec.args).items())), spec.quantization.value)
     if key not in _MODELS:
         from runtime.zoo import build
-        from runtime.zoo.quantize import quantize
+        from runtime.zoo.quantize import CALIBRATED, quantize
 
         graph = build(spec.zoo, **dict(spec.args))
         mode = spec.quantization.value
@@ -42,7 +42,7 @@ def build_model(spec, source: Path | None = None) -> Graph:
             shape = graph.tensors[graph.inputs[0]].shape
             rng = np.random.default_rng(1234)
             samples = [rng.standard_normal(shape).astype(np.float32) for _ in range(_CALIBRATION_SAMPLES)]
-            graph = quantize(graph, mode, representative_data=samples if mode == "int8" else None)
+            graph = quantize(graph, mode, representative_data=samples if mode in CALIBRATED else None)
         _MODELS[key] = graph
     return _MODELS[key]
 

@@ -5,7 +5,7 @@ A scenario is a mapping (scenarios/README.md gives every key with examples):
     name, description     optional text; the name defaults to the file's stem
     device                required: a shipped profile name (sim/profiles) or a profile .yaml path
     model                 required: {zoo: NAME, args: {...}} or {path: FILE.tflite}, plus
-                          quantization: none | float16 | dynamic_range | int8 (zoo models only)
+                          quantization: none | float16 | dynamic_range | int8 | uint8 (zoo models only)
     delegates             list applied in order, each `KIND` or `KIND: {options}` with KIND one of gpu,
                           nnapi, hexagon, coreml, or `external: {path: "pkg.mod:factory", options: {...}}`
     cpu: {threads}        inputs: {distribution: gaussian | uniform, seed, low, high} or {file: .npy/.npz}
@@ -46,6 +46,7 @@ class Quantization(enum.Enum):
     FLOAT16 = "float16"
     DYNAMIC_RANGE = "dynamic_range"
     INT8 = "int8"
+    UINT8 = "uint8"
 
 
 class Distribution(enum.Enum):

@@ -1,5 +1,5 @@
-"""Post-training quantizers (float16 weights, dynamic range, full int8) that rewrite a float Graph
-the way TFLite's converter does, so LiteRT loads and runs the result.
+"""Post-training quantizers (float16 weights, dynamic range, full int8, TF1-style uint8) that rewrite
+a float Graph the way TFLite's converter does, so LiteRT loads and runs the result.
 
 Conventions copied from TFLite's converter (TF 2.21, checked on models it converted):
 - float16: every float32 constant is stored as FLOAT16 (clamped to +-65504, round to nearest even)
@@ -13,6 +13,8 @@ Conventions copied from TFLite's converter (TF 2.21, checked on models it conver
   and LOG_SOFTMAX; ops that move values without rescaling share one scale and zero point across
   their inputs and outputs; a requantizing QUANTIZE goes in front of a shared group's input whose
   parameters are already fixed.
+- uint8: the style of TF1's quantization-aware-trained models (uint8 everywhere, weights asymmetric
+  per tensor, RELU6 outputs at [0, 6], no QUANTIZE/DEQUANTIZE); runtime/zoo/quantize_uint8.py.
 - op versions as tflite/tools/versioning/op_version.cc gives them, then raised to the largest
   version among ops of the same type, since the converter writes one operator code per builtin.
 """
@@ -28,9 +30,10 @@ from runtime.errors import ModelError
 from runtime.graph import DType, Graph, Op, QuantParams, Signature, Tensor
 from runtime.optypes import OpType
 
-__all__ = ["MODES", "quantize", "to_float16", "to_dynamic_range", "to_int8"]
+__all__ = ["CALIBRATED", "MODES", "quantize", "to_float16", "to_dynamic_range", "to_int8", "to_uint8"]
 
-MODES = ("float16", "dynamic_range", "int8")
+MODES = ("float16", "dynamic_range", "int8", "uint8")
+CALIBRATED = ("int8", "uint8")  # the modes that need a representative dataset
 
 _FP16_MAX = 65504.0
 _HYBRID_MIN_ELEMENTS = 1024  # the converter leaves smaller weights in float
@@ -42,17 +45,20 @@ _INT32 = np.iinfo(np.int32)
 
 
 def quantize(graph: Graph, mode: str, representative_data: Any = None, **kw: Any) -> Graph:
-    """Quantize `graph` in one of MODES; int8 needs a representative dataset (and takes io=)."""
+    """Quantize `graph` in one of MODES; int8 and uint8 need a representative dataset (int8 also
+    takes io=)."""
     if mode not in MODES:
         raise ModelError(f"unknown quantization mode '{mode}'; known: {', '.join(MODES)}")
+    if mode in CALIBRATED and representative_data is None:
+        raise ModelError(f"{mode} quantization needs a representative dataset (representative_data=) "
+                         "to calibrate activation ranges")
     if mode == "int8":
-        if representative_data is None:
-            raise ModelError("int8 quantization needs a representative dataset (representative_data=) "
-                             "to calibrate activation ranges")
         return to_int8(graph, representative_data, **kw)
-    if representative_data is not None or kw:
-        extra = ["representative_data"] * (representative_data is not None) + sorted(kw)
+    extra = ["representative_data"] * (representative_data is not None and mode not in CALIBRATED) + sorted(kw)
+    if extra:
         raise ModelError(f"quantization mode '{mode}' takes no {', '.join(extra)}")
+    if mode == "uint8":
+        return to_uint8(graph, representative_data)
     return to_float16(graph) if mode == "float16" else to_dynamic_range(graph)
 
 
@@ -142,6 +148,16 @@ def to_int8(graph: Graph, representative_data: Any, io: str = "int8") -> Graph:
     check_int8_support(graph)
     ranges = calibrate(graph, representative_data)
     return Int8Rewriter(graph, ranges, io).run()
+
+
+def to_uint8(graph: Graph, representative_data: Any) -> Graph:
+    """uint8 as TF1's quantization-aware training left models (runtime/zoo/quantize_uint8.py):
+    activation ranges calibrated on `representative_data` (the forms to_int8 takes), RELU6
+    outputs at [0, 6], weights asymmetric per tensor, uint8 inputs and outputs."""
+    from runtime.zoo.quantize_uint8 import quantize_uint8
+
+    _require_float(graph, "uint8")
+    return quantize_uint8(graph, representative_data)
 
 
 # -- shared machinery ---------------------------------------------------------------------------

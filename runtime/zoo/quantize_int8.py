@@ -14,7 +14,7 @@ import numpy as np
 from runtime.errors import ModelError
 from runtime.graph import DType, Graph, Op, QuantParams, Tensor
 from runtime.optypes import OpType
-from runtime.zoo.quantize import (_INT8_MAX, _INT8_MIN, _INT32, _Rewriter, _quantize_f32, _round_half_away,
+from runtime.zoo.quantize import (_INT8_MIN, _INT32, _Rewriter, _quantize_f32, _round_half_away,
                                   _swap_inputs, _symmetric_weights, _transpose_conv_version)
 
 
@@ -67,16 +67,18 @@ def _float_activation(tensor: Tensor) -> bool:
     return tensor.dtype is DType.FLOAT32 and not tensor.is_constant
 
 
-def check_int8_support(graph: Graph) -> None:
+def check_int8_support(graph: Graph, mode: str = "int8", lacking: frozenset[OpType] = frozenset()) -> None:
+    """Every op that touches float activations has a `mode` form in TFLite (the int8 set minus
+    `lacking`) and constant weights."""
     for i, op in enumerate(graph.ops):
         touches_float = any(t >= 0 and _float_activation(graph.tensors[t]) for t in (*op.inputs, *op.outputs))
-        if touches_float and op.type not in _INT8_OPS:
-            raise ModelError(f"{graph.describe_op(i)} has no int8 form in TFLite; the model cannot be "
+        if touches_float and (op.type not in _INT8_OPS or op.type in lacking):
+            raise ModelError(f"{graph.describe_op(i)} has no {mode} form in TFLite; the model cannot be "
                              f"fully integer-quantized")
         if op.type in _WEIGHTED:
             _, w, _, _ = _WEIGHTED[op.type]
             if w >= len(op.inputs) or op.inputs[w] < 0 or not graph.tensors[op.inputs[w]].is_constant:
-                raise ModelError(f"{graph.describe_op(i)} has non-constant weights; int8 quantization "
+                raise ModelError(f"{graph.describe_op(i)} has non-constant weights; {mode} quantization "
                                  f"needs constant weights")
 
 
@@ -134,19 +136,20 @@ def calibrate(graph: Graph, representative_data: Any) -> dict[int, tuple[float, 
                 hi[t] = max(hi[t], float(v.max()))
         count += 1
     if count == 0:
-        raise ModelError("the representative dataset gave no samples; int8 calibration needs at least one")
+        raise ModelError("the representative dataset gave no samples; calibration needs at least one")
     return {t: (lo[t], hi[t]) for t in watched if np.isfinite(lo[t]) and np.isfinite(hi[t])}
 
 
-def _activation_params(lo: float, hi: float) -> tuple[float, int]:
-    """Asymmetric int8 over [min(lo, 0), max(hi, 0)]: scale = range / 255 and the zero point
-    from the minimum, rounded and clamped (the converter's nudged-zero-point formula)."""
+def _activation_params(lo: float, hi: float, qmin: int = _INT8_MIN) -> tuple[float, int]:
+    """Asymmetric 8-bit (codes qmin..qmin+255) over [min(lo, 0), max(hi, 0)]: scale = range / 255
+    and the zero point from the minimum, rounded and clamped (the converter's nudged-zero-point
+    formula, TF's FakeQuant nudging)."""
     lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
     if hi == lo:
-        # An all-zero tensor: the converter writes a range of +-1e-6 centred on zero point 0.
-        return float(np.float32(2e-6 / 255)), 0
+        # An all-zero tensor: the converter writes a range of +-1e-6 centred on the middle code.
+        return float(np.float32(2e-6 / 255)), qmin + 128
     scale = (hi - lo) / 255.0
-    zp = int(np.clip(_round_half_away(_INT8_MIN - lo / scale), _INT8_MIN, _INT8_MAX))
+    zp = int(np.clip(_round_half_away(qmin - lo / scale), qmin, qmin + 255))
     return float(np.float32(scale)), zp
 
 
@@ -171,7 +174,12 @@ class _Groups:
 
 
 class Int8Rewriter(_Rewriter):
-    """Decides every activation's parameters, then rewrites tensors and ops as int8."""
+    """Decides every activation's parameters, then rewrites tensors and ops as int8. The class
+    attributes and _weights/_version are what an 8-bit variant (uint8) changes."""
+
+    dtype = DType.INT8
+    qmin = _INT8_MIN
+    fixed_outputs = _FIXED_OUTPUT
 
     def __init__(self, graph: Graph, ranges: dict[int, tuple[float, float]], io: str):
         super().__init__(graph)
@@ -193,7 +201,7 @@ class Int8Rewriter(_Rewriter):
         self._settle_params()
         for t, (scale, zp) in self.params.items():
             tensor = self.tensors[t]
-            self.tensors[t] = dataclasses.replace(tensor, dtype=DType.INT8, quant=QuantParams((scale,), (zp,)))
+            self.tensors[t] = dataclasses.replace(tensor, dtype=self.dtype, quant=QuantParams((scale,), (zp,)))
         for i, op in enumerate(ops):
             for src, new in self.requant_before.get(i, []):
                 self.ops.append(Op(OpType.QUANTIZE, (src,), (new,), version=1))
@@ -209,9 +217,9 @@ class Int8Rewriter(_Rewriter):
         tensors = self.graph.tensors
         values = [t for t in op.inputs if t >= 0 and tensors[t].dtype is DType.FLOAT32]
         outs = [t for t in op.outputs if tensors[t].dtype is DType.FLOAT32]
-        if op.type in _FIXED_OUTPUT:
+        if op.type in self.fixed_outputs:
             for t in outs:
-                self.fixed[self.groups.find(t)] = _FIXED_OUTPUT[op.type]
+                self.fixed[self.groups.find(t)] = self.fixed_outputs[op.type]
         elif op.type in _SAME_AS_INPUT or (op.type in _ALL_SHARED and len(values) == 1):
             data = op.inputs[_DATA_INPUT.get(op.type, 0)]
             for t in outs:
@@ -259,7 +267,7 @@ class Int8Rewriter(_Rewriter):
             if root in self.fixed:
                 params = self.fixed[root]
             else:
-                params = _activation_params(*self._group_range(ts))
+                params = _activation_params(*self._group_range(ts), self.qmin)
             for t in ts:
                 (self.const_params if self.tensors[t].is_constant else self.params)[t] = params
 
@@ -285,22 +293,27 @@ class Int8Rewriter(_Rewriter):
         inputs = list(op.inputs)
         if op.type in _WEIGHTED:
             x, w, b, axis = _WEIGHTED[op.type]
-            weights = self._const(("w", inputs[w], axis),
-                                  lambda: _symmetric_weights(self.graph.tensors[inputs[w]], axis))
+            weights = self._const(("w", inputs[w], axis), lambda: self._weights(self.graph.tensors[inputs[w]], axis))
             inputs[w] = weights
             s_w = self.tensors[weights].quant.scale
             s_in = self.tensors[inputs[x]].quant.scale[0]
             if b < len(inputs) and inputs[b] >= 0:
                 inputs[b] = self._bias(inputs[b], s_in, s_w)
             elif op.type in (OpType.CONV_2D, OpType.DEPTHWISE_CONV_2D):
-                # The int8 conv kernels require a bias; the converter adds a zero one.
+                # The 8-bit conv kernels require a bias; the converter adds a zero one.
                 cout = self.tensors[weights].shape[axis]
                 inputs[b:b + 1] = [self._bias(None, s_in, s_w, cout, f"{self.tensors[op.outputs[0]].name}/bias")]
         for k, t in enumerate(inputs):
             if t >= 0 and self.tensors[t].is_constant and self.tensors[t].dtype is DType.FLOAT32:
                 inputs[k] = self._other_const(op, k, t)
         op = dataclasses.replace(op, inputs=tuple(inputs))
-        return dataclasses.replace(op, version=max(op.version, _int8_version(op, self.tensors)))
+        return dataclasses.replace(op, version=max(op.version, self._version(op)))
+
+    def _weights(self, tensor: Tensor, axis: int | None) -> Tensor:
+        return _symmetric_weights(tensor, axis)
+
+    def _version(self, op: Op) -> int:
+        return _int8_version(op, self.tensors)
 
     def _const(self, key: tuple, make: Callable[[], Tensor]) -> int:
         if key not in self.const_cache:
@@ -315,7 +328,8 @@ class Int8Rewriter(_Rewriter):
         else:
             data = np.asarray(self.graph.tensors[t].data, np.float32)
             name = self.graph.tensors[t].name
-        scale = np.broadcast_to(scale, data.shape).copy()
+        if scale.size > 1:  # per-channel weights; one scale stays one (per-tensor uint8)
+            scale = np.broadcast_to(scale, data.shape).copy()
 
         def make() -> Tensor:
             q = np.clip(_quantize_f32(data, scale), _INT32.min, _INT32.max)
@@ -331,14 +345,14 @@ class Int8Rewriter(_Rewriter):
         if t in self.const_params:
             params = self.const_params[t]
         elif op.type in (OpType.PRELU, OpType.BATCH_MATMUL):
-            return self._const(("sym", t), lambda: _symmetric_weights(tensor, None))
+            return self._const(("sym", t), lambda: self._weights(tensor, None))
         else:
-            params = _activation_params(*self._range(t))
+            params = _activation_params(*self._range(t), self.qmin)
 
         def make() -> Tensor:
             q = _quantize_f32(tensor.data, np.float32(params[0])) + params[1]
-            return Tensor(tensor.name, tensor.shape, DType.INT8, QuantParams((params[0],), (params[1],)),
-                          np.clip(q, _INT8_MIN, _INT8_MAX).astype(np.int8))
+            return Tensor(tensor.name, tensor.shape, self.dtype, QuantParams((params[0],), (params[1],)),
+                          np.clip(q, self.qmin, self.qmin + 255).astype(self.dtype.np))
         return self._const(("asym", t, params), make)
 
     def _float_io(self) -> None:
