@@ -86,5 +86,11 @@ class Delegate:
     def create_kernel(self, partition: "Partition") -> DelegateKernel:
         raise DelegateError(f"{self.name} does not implement create_kernel()")
 
+    def fused_nodes(self, partition: "Partition") -> frozenset[int]:
+        """Nodes of the partition the delegate links into the kernel of the node producing their
+        input (no launch of their own, no round trip of the intermediate through memory). None by
+        default; the GPU delegate links element-wise ops as TFLite's GPU delegate does."""
+        return frozenset()
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"

@@ -248,6 +248,12 @@ class GpuDelegate(Delegate):
 
     # -- what it costs on the simulated GPU ---------------------------------------------------
 
+    def fused_nodes(self, partition) -> frozenset[int]:
+        """TFLite's GPU delegate links element-wise nodes into the kernel that produces their input
+        (gpu/common/gpu_model.cc, MergeElementwiseNodes): the ADD of a residual and a standalone
+        activation after a convolution add code to its shader instead of a kernel launch."""
+        return linked_nodes(partition.graph, partition.nodes)
+
     def unit_scales(self, unit):
         """The backend's rate and launch cost, and the sustained-speed preference's lower clock."""
         from sim.unit import Scales
@@ -267,3 +273,31 @@ class GpuDelegate(Delegate):
         warm = compile_cache.is_warm(cfg.serialization_dir, cfg.model_token, "gpu", graph)
         compile_cache.store(cfg.serialization_dir, cfg.model_token, "gpu", graph)
         return spec.cached_init_s if warm else spec.init_s
+
+
+# Element-wise ops TFLite's GPU delegate can link into the preceding kernel's shader.
+_LINKABLE = frozenset({
+    OpType.ADD, OpType.SUB, OpType.MUL, OpType.DIV, OpType.MAXIMUM, OpType.MINIMUM,
+    OpType.SQUARED_DIFFERENCE, OpType.RELU, OpType.RELU6, OpType.RELU_N1_TO_1, OpType.LEAKY_RELU,
+    OpType.PRELU, OpType.HARD_SWISH, OpType.LOGISTIC, OpType.TANH, OpType.ELU, OpType.ABS, OpType.NEG,
+    OpType.EXP, OpType.LOG, OpType.SQRT, OpType.RSQRT})
+
+
+def linked_nodes(graph, nodes) -> frozenset[int]:
+    """Nodes with a run-time input that is the only use of a tensor another node of the same
+    partition produced: the producer's kernel computes them in place, in one launch."""
+    producer = {t: i for i in nodes for t in graph.ops[i].outputs}
+    uses: dict[int, int] = {}
+    for op in graph.ops:
+        for t in op.inputs:
+            uses[t] = uses.get(t, 0) + 1
+    outputs = set(graph.outputs)
+    linked = set()
+    for i in nodes:
+        op = graph.ops[i]
+        if op.type not in _LINKABLE:
+            continue
+        live = [t for t in op.inputs if t >= 0 and not graph.tensors[t].is_constant]
+        if any(t in producer and uses.get(t) == 1 and t not in outputs for t in live):
+            linked.add(i)
+    return frozenset(linked)

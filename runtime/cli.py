@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime import cli_bench, cli_tools, tflite_io, zoo
+from runtime import cli_bench, cli_calibrate, cli_tools, tflite_io, zoo
 from runtime.errors import TestbedError
 from runtime.graph import Graph
 from runtime.interpreter import Interpreter
@@ -124,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.set_defaults(fn=cmd_export, parser=sp)
     cli_bench.add_parser(sub)
     cli_tools.add_parsers(sub)
+    cli_calibrate.add_parser(sub)
     # listed for --help; its arguments are its own module's (see main)
     sub.add_parser("conformance", add_help=False,
                    help="check a delegate (package.module:factory) against the CPU reference op by op")

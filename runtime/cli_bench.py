@@ -129,6 +129,19 @@ def _own_lines(m) -> list[str]:
             f"energy_mj={cpp_float(b.joules * 1e3)}"]
 
 
+_USE_LINES = {"gpu": "Use gpu", "nnapi": "Use NNAPI", "hexagon": "Use Hexagon", "coreml": "Use CoreML"}
+
+
+def _param_lines(args: argparse.Namespace, model, kinds) -> list[str]:
+    """The parameter lines benchmark_model prints before it runs (those a calibration reads back):
+    a zoo model is named zoo:NAME?ARGS&quantization=MODE so the log says which model it measured."""
+    graph = args.graph or f"zoo:{args.zoo}?{args.zoo_args or ''}&quantization={model.quantization}"
+    lines = [f"Num threads: [{args.num_threads}]", f"Graph: [{graph}]"]
+    if args.enable_op_profiling:
+        lines.append("Enable op profiling: [1]")
+    return lines + [f"{_USE_LINES[k]}: [1]" for k in kinds if k in _USE_LINES]
+
+
 def _prepare(args: argparse.Namespace, extra: list[str]):
     """Device, delegates and model from the flags; the interpreter with the delegates applied, as
     BenchmarkTfLiteModel::Init does it, its tensors allocated and its one input set."""
@@ -137,6 +150,8 @@ def _prepare(args: argparse.Namespace, extra: list[str]):
     model = load_model(args)
     kinds = delegate_kinds(delegates)
     print(f"Simulated device: {profile.name} ({profile.description})")
+    for line in _param_lines(args, model, kinds):
+        print(line)
     with echo_log():
         if len(delegates) >= 2:
             print(f"Going to apply {len(delegates)} delegates one after another.")

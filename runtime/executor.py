@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Callable, Generator, Sequence
@@ -87,6 +88,7 @@ class Executor:
         mode = NumericMode.of(getattr(step.kernel, "mode", NumericMode.REFERENCE))
         graph, part = self.graph, step.partition
         ops = []
+        fused = step.delegate.fused_nodes(part)
         for i in part.nodes:
             if i in self.folded:
                 continue
@@ -94,8 +96,10 @@ class Executor:
             if not unit.runs(precision):
                 raise DelegateError(f"{graph.describe_op(i)}: the {unit.name} of {self.soc.profile.name} "
                                     f"has no {precision.value} rate")
-            ops.append(_OpJob(i, self._work(i, precision, unit.channel_align),
-                              self._args(i) + (("delegate", step.delegate.name),)))
+            work = self._work(i, precision, unit.channel_align)
+            if i in fused:
+                work = _linked(work, graph.ops[i], graph, self.shapes, unit.channel_align)
+            ops.append(_OpJob(i, work, self._args(i) + (("delegate", step.delegate.name),)))
         inputs = [t for t in part.inputs if not graph.tensors[t].is_constant]
         to_float = sum(int(np.prod(self.shapes[t])) for t in (*inputs, *part.outputs)
                        if mode in _VIEWS and is_quantized(graph.tensors[t]))
@@ -171,6 +175,17 @@ class Executor:
         if moved_out:
             yield from self.soc.copy(moved_out, f"{name} outputs", tag, job.unit.spec.convert_per_s)
         yield from self._boundary_convert(job, tag, f"{name} output conversion")
+
+
+def _linked(work: Work, op, graph: Graph, shapes, align: int) -> Work:
+    """An op linked into its producer's kernel: its arithmetic still runs, but it has no launch,
+    its linked input never leaves the GPU's registers and its output is the producer's write."""
+    from sim.work import graph_tensor_bytes
+
+    live = sorted(graph_tensor_bytes(graph, shapes, t, work.precision, align) for t in op.inputs
+                  if t >= 0 and not graph.tensors[t].is_constant)
+    side = sum(live[:-1])   # the largest live input is the linked one (an ADD's operands are alike)
+    return dataclasses.replace(work, fused=True, bytes_read=side, bytes_written=0)
 
 
 def _unit_for(step: DelegateStep, soc: SoC) -> str:

@@ -7,6 +7,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+from sim import mechanisms as mx
+from sim.mechanisms import Mechanisms
+
 __all__ = ["OpClass", "Precision", "Work", "Rates", "OpCost", "op_cost", "copy_seconds",
            "padded_channels", "energy_joules", "rail_energy"]
 
@@ -44,6 +47,13 @@ class Work:
     elem_ops: int = 0
     bytes_read: int = 0
     bytes_written: int = 0
+    # Shape facts the mechanisms need (sim/mechanisms.py); 0 / None where they do not apply.
+    gemm: tuple[int, int, int] | None = None   # (rows, columns, depth) of a GEMM-shaped op
+    rows: int = 0                              # output rows a CPU kernel splits over threads
+    channels: int = 0                          # output channels, unpadded (SIMD lanes run along them)
+    items: int = 0                             # GPU work items: output pixels x slices of channels
+    im2col_bytes: int = 0                      # a CPU convolution's patch matrix, written and read back
+    fused: bool = False                        # linked into the producing kernel: no launch of its own
 
     @property
     def bytes(self) -> int:
@@ -59,6 +69,8 @@ class Rates:
     bandwidth: float                       # bytes/s the unit reaches from DRAM
     dispatch_s: float = 0.0                # fixed cost per op (kernel launch, scheduling)
     efficiency: Mapping[OpClass, float] = field(default_factory=dict)  # fraction of peak, default 1
+    threads: int = 1                       # cores the op may use; the rates above are per core
+    mech: Mechanisms = Mechanisms()        # non-roofline mechanisms (off by default)
 
 
 @dataclass(frozen=True)
@@ -83,13 +95,41 @@ def _rate(table: Mapping[Precision, float], precision: Precision, what: str) -> 
     return rate
 
 
-def compute_seconds(work: Work, rates: Rates) -> float:
-    """MACs and element ops at the unit's peak for the precision, scaled by the op class's efficiency."""
+_LANE_BYTES = {Precision.FLOAT32: 4, Precision.FLOAT16: 2, Precision.INT8: 1}
+
+
+def parallelism(work: Work, rates: Rates) -> float:
+    """Threads the op effectively runs on: all of them on the plain roofline; with mechanisms, what
+    TFLite's kernels split it into (ruy's rule for GEMMs, row splits otherwise)."""
+    if not rates.mech.enabled:
+        return float(rates.threads)
+    return mx.threads_used(work.gemm, work.op_class is OpClass.DEPTHWISE, work.macs, work.rows, rates.threads)
+
+
+def shape_efficiency(work: Work, rates: Rates) -> float:
+    """How much of the per-class efficiency the op's shape lets the kernel reach (1 without mechanisms)."""
+    mech = rates.mech
+    if not mech.enabled:
+        return 1.0
+    eff = mx.gpu_occupancy(work.items, mech.occupancy_items)
+    if work.gemm is not None:
+        eff *= mx.gemm_shape_efficiency(*work.gemm, mech.gemm_tile, mech.gemm_depth_overhead)
+    if work.op_class is OpClass.DEPTHWISE and mech.vector_bytes:
+        eff *= mx.lane_efficiency(work.channels, mech.vector_bytes // _LANE_BYTES[work.precision])
+    return eff
+
+
+def compute_seconds(work: Work, rates: Rates, threads: float | None = None) -> float:
+    """MACs and element ops at the unit's peak for the precision, scaled by the op class's
+    efficiency, the op's shape efficiency and the threads it runs on."""
     if work.precision not in rates.macs_per_s and work.precision not in rates.elem_per_s:
         # Even a pure data-movement op must not run in a precision the unit lacks: it would be
         # charged bytes only and hide a placement error.
         raise ValueError(f"the unit has no rates for {work.precision.value}")
-    eff = rates.efficiency.get(work.op_class, 1.0)
+    if not work.macs and not work.elem_ops:
+        return 0.0
+    eff = rates.efficiency.get(work.op_class, 1.0) * shape_efficiency(work, rates)
+    eff *= parallelism(work, rates) if threads is None else threads
     seconds = 0.0
     if work.macs:
         seconds += work.macs / (_rate(rates.macs_per_s, work.precision, "MAC") * eff)
@@ -98,13 +138,35 @@ def compute_seconds(work: Work, rates: Rates) -> float:
     return seconds
 
 
+def memory_seconds(work: Work, rates: Rates, bandwidth: float | None = None) -> float:
+    """Bytes over the bandwidth the op gets, a cache-resident working set at cache speed."""
+    bw = bandwidth or rates.bandwidth
+    if rates.mech.enabled:
+        bw = mx.cache_bandwidth(work.bytes, bw, rates.mech.cache_bytes, rates.mech.cache_bandwidth)
+    return work.bytes / bw
+
+
+def im2col_seconds(work: Work, rates: Rates, bandwidth: float | None = None) -> float:
+    """The patch copy a CPU convolution makes before its GEMM: a pass of its own, not overlapped."""
+    mech = rates.mech
+    if not (mech.enabled and mech.im2col and work.im2col_bytes):
+        return 0.0
+    bw = mx.cache_bandwidth(work.im2col_bytes, bandwidth or rates.bandwidth, mech.cache_bytes, mech.cache_bandwidth)
+    return work.im2col_bytes / bw
+
+
 def op_cost(work: Work, rates: Rates, bandwidth: float | None = None) -> OpCost:
     """dispatch + max(compute, memory): compute and memory traffic overlap, as in Arm's Vela estimate.
 
-    `bandwidth` overrides the unit's own when the caller knows the DRAM share it gets."""
-    compute = compute_seconds(work, rates)
-    memory = work.bytes / (bandwidth or rates.bandwidth)
-    return OpCost(rates.dispatch_s + max(compute, memory), compute, memory, rates.dispatch_s, work.bytes)
+    `bandwidth` overrides the unit's own when the caller knows the DRAM share it gets. A fused op
+    (linked into its producer's kernel) pays no dispatch; an op on several threads pays a fork/join."""
+    threads = parallelism(work, rates)
+    compute = compute_seconds(work, rates, threads)
+    memory = memory_seconds(work, rates, bandwidth)
+    fixed = 0.0 if work.fused else rates.dispatch_s
+    if rates.mech.enabled:
+        fixed += mx.fork_join_seconds(threads, rates.mech.join_s) + im2col_seconds(work, rates, bandwidth)
+    return OpCost(fixed + max(compute, memory), compute, memory, fixed, work.bytes)
 
 
 def copy_seconds(nbytes: int, bandwidth: float, sync_s: float = 0.0, convert_per_s: float = 0.0) -> float:

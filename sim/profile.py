@@ -13,6 +13,7 @@ from runtime.errors import ProfileError
 from runtime.optypes import OpType
 from runtime.yamlcheck import Key, dotted, parse
 from sim.cost import OpClass, Precision
+from sim.mechanisms import Mechanisms
 from sim.spec import CopySpec, DramSpec, NnapiDeviceSpec, Profile, UnitKind, UnitSpec
 
 __all__ = ["load_profile", "list_profiles", "profile_from_dict", "ExecutionPreference", "Platform",
@@ -204,7 +205,30 @@ _UNIT = {"kind": _F("kind", True, _choice(UnitKind, "unit kind")),
          "invoke_us": _F("invoke_s", False, _nonneg(per=MICRO)),
          "channel_align": _F("channel_align", False, _integer(1)),
          "convert_gbs": _F("convert_per_s", False, _positive(times=GIGA)),
-         "extras": _F("extras", False, _extras)}
+         "extras": _F("extras", False, _extras),
+         "mechanisms": _F("mech", False, lambda ctx, v, p: _mechanisms(ctx, v, p))}
+def _tile(ctx: _Ctx, value: Any, path: Key) -> tuple[int, int]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise ctx.fail(path, f"must be a [rows, columns] pair, got {_show(value)}")
+    return tuple(_integer(1)(ctx, v, path + (i,)) for i, v in enumerate(value))
+
+
+KIBI = 1024
+_MECH = {"join_us": _F("join_s", False, _nonneg(per=MICRO)),
+         "gemm_tile": _F("gemm_tile", False, _tile),
+         "gemm_depth_overhead": _F("gemm_depth_overhead", False, _nonneg()),
+         "vector_bytes": _F("vector_bytes", False, _integer(1)),
+         "cache_kb": _F("cache_bytes", False, _nonneg(times=KIBI)),
+         "cache_gbs": _F("cache_bandwidth", False, _positive(times=GIGA)),
+         "occupancy_items": _F("occupancy_items", False, _nonneg()),
+         "im2col": _F("im2col", False, _flag)}
+
+
+def _mechanisms(ctx: _Ctx, value: Any, path: Key) -> Mechanisms:
+    """A unit's `mechanisms:` section switches the non-roofline cost mechanisms on."""
+    return Mechanisms(enabled=True, **_fields(ctx, value, path, _MECH))
+
+
 _DEVICE = {"name": _F("name", True, _text),
            "unit": _F("unit", True, _text),
            "feature_level": _F("feature_level", True, _integer(27)),
@@ -218,12 +242,24 @@ _NNAPI = {"devices": _F("devices", True, lambda ctx, v, p: _devices(ctx, v, p))}
 _TOP = {"name": _F("name", True, _text),
         "description": _F("description", True, _text),
         "os": _F("os", True, _choice(Platform, "os")),
+        "os_version": _F("os_version", False, _text),
+        "calibration": _F("calibration", False, lambda ctx, v, p: _calibration(ctx, v, p)),
         "api_level": _F("api_level", True, _integer(0)),
         "has_neural_engine": _F("has_neural_engine", False, _flag),
         "dram": _F("dram", True, lambda ctx, v, p: DramSpec(**_fields(ctx, v, p, _DRAM))),
         "copy": _F("copy", True, lambda ctx, v, p: CopySpec(**_fields(ctx, v, p, _COPY))),
         "units": _F("units", True, lambda ctx, v, p: _units(ctx, v, p)),
         "nnapi": _F("nnapi_devices", False, lambda ctx, v, p: _fields(ctx, v, p, _NNAPI)["devices"])}
+
+
+def _calibration(ctx: _Ctx, value: Any, path: Key) -> tuple[tuple[str, str], ...]:
+    """Where a calibrated profile came from: its prior profile and the measurements it was fitted to."""
+    table = _mapping(ctx, value, path)
+    for key in ("prior", "measurements"):
+        if key not in table:
+            raise ctx.fail(path + (key,), "required key is missing")
+    return tuple((k, _text(ctx, v, path + (k,)) if k != "rows" else str(_integer(1)(ctx, v, path + (k,))))
+                 for k, v in table.items())
 
 
 def _fields(ctx: _Ctx, value: Any, path: Key, schema: Mapping[str, _F]) -> dict[str, Any]:

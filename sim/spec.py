@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from sim.cost import OpClass, Precision, Rates
+from sim.mechanisms import Mechanisms
 
 __all__ = ["UnitKind", "UnitSpec", "DramSpec", "CopySpec", "NnapiDeviceSpec", "Profile"]
 
@@ -39,13 +40,15 @@ class UnitSpec:
     channel_align: int = 1                     # 4 on the GPU (PHWC4 slices)
     convert_per_s: float = 0.0                 # layout/dtype conversion rate at the boundary; 0 = none
     extras: Mapping[str, float] = field(default_factory=dict)  # kind-specific factors (see profile docs)
+    mech: Mechanisms = Mechanisms()            # non-roofline mechanisms (sim/mechanisms.py)
 
     def rates(self, threads: int = 1, scale: float = 1.0) -> Rates:
-        """The cost model's view: per-core rates times the cores in use, times a DVFS / backend scale."""
-        n = max(1, min(threads, self.cores)) * scale
-        return Rates({p: r * n for p, r in self.macs_per_s.items()},
-                     {p: r * n for p, r in self.elem_per_s.items()},
-                     self.bandwidth, self.dispatch_s, self.efficiency)
+        """The cost model's view: per-core rates times a DVFS / backend scale, and the cores the op
+        may use (the cost function decides how many it really keeps busy)."""
+        return Rates({p: r * scale for p, r in self.macs_per_s.items()},
+                     {p: r * scale for p, r in self.elem_per_s.items()},
+                     self.bandwidth, self.dispatch_s, self.efficiency,
+                     max(1, min(threads, self.cores)), self.mech)
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,8 @@ class Profile:
     copy: CopySpec
     nnapi_devices: tuple[NnapiDeviceSpec, ...] = ()
     has_neural_engine: bool = False
+    os_version: str = ""                        # the OS the profile's figures stand for ("Android 10")
+    calibration: tuple[tuple[str, str], ...] = ()  # prior / measurements / rows of a fitted profile
 
     def unit(self, name: str) -> UnitSpec:
         for u in self.units:

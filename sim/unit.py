@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generator
 
@@ -74,8 +75,7 @@ class Unit:
         if rates is None:
             rates = self.spec.rates(threads, scale.rate)
             if scale.dispatch != 1.0:
-                rates = Rates(rates.macs_per_s, rates.elem_per_s, rates.bandwidth,
-                              rates.dispatch_s * scale.dispatch, rates.efficiency)
+                rates = dataclasses.replace(rates, dispatch_s=rates.dispatch_s * scale.dispatch)
             self._rates_cache[key] = rates
         return rates
 

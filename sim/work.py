@@ -121,7 +121,11 @@ def describe(op: Op, graph: Graph, shapes: Sequence[Sequence[int]], precision: P
     read = sum(_stored_bytes(d, s, precision) for d, s in zip(dtypes, _read_shapes(op, ins, outs))
                if s is not None)
     written = sum(_stored_bytes(graph.tensors[t].dtype, s, precision) for t, s in zip(op.outputs, outs))
-    return Work(op.name, cls, precision, macs=macs, elem_ops=elem_ops, bytes_read=read, bytes_written=written)
+    out = outs[0] if outs else ()   # as stored: the GPU's padded channels are real work to it
+    return Work(op.name, cls, precision, macs=macs, elem_ops=elem_ops, bytes_read=read, bytes_written=written,
+                gemm=_gemm_shape(op, ins, outs), rows=_rows(out), channels=out[-1] if out else 0,
+                im2col_bytes=_im2col_bytes(op, ins, outs, precision),
+                items=_elements(outs[0]) // max(1, channel_align) if outs else 0)
 
 
 def footprint(graph: Graph, op_indices: Iterable[int], shapes: Sequence[Sequence[int]],
@@ -166,6 +170,37 @@ def _read_shapes(op: Op, ins: list[Shape | None], outs: list[Shape]) -> list[Sha
     if op.type in _READS_AS_OUTPUT and ins and outs:
         return [outs[0]] + ins[1:]
     return ins
+
+
+def _rows(shape: Shape) -> int:
+    """The dimension TFLite's kernels split across threads: output height of an NHWC tensor,
+    else the outermost dimension larger than one."""
+    if len(shape) == 4:
+        return shape[1] * shape[0]
+    return next((d for d in shape if d > 1), 1) if shape else 0
+
+
+def _im2col_bytes(op: Op, ins: list, outs: list, precision: Precision) -> int:
+    """Bytes a CPU convolution writes and reads back to lay its patches out as a GEMM operand:
+    TFLite's optimized Conv runs im2col unless the filter is 1x1 with stride 1 and no dilation."""
+    if op.type is not OpType.CONV_2D or ins[1] is None or not outs:
+        return 0
+    _, kh, kw, cin = ins[1]
+    o = op.options
+    if kh == kw == 1 and getattr(o, "stride_h", 1) == getattr(o, "stride_w", 1) == 1:
+        return 0
+    return 2 * _elements(outs[0][:-1]) * kh * kw * cin * PRECISION_BYTES[precision]
+
+
+def _gemm_shape(op: Op, ins: list, outs: list) -> tuple[int, int, int] | None:
+    """(rows, columns, depth) of the GEMM a convolution (im2col) or a fully connected layer runs."""
+    if op.type is OpType.CONV_2D and ins[1] is not None and outs:
+        cout, kh, kw, cin = ins[1]
+        return _elements(outs[0][:-1]), outs[0][-1], kh * kw * cin
+    if op.type is OpType.FULLY_CONNECTED and ins[1] is not None and outs:
+        cout, cin = ins[1]
+        return _elements(outs[0][:-1]), cout, cin
+    return None
 
 
 # Each family maps (op, input shapes by slot, output shapes) to (MACs, element ops).

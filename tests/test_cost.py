@@ -151,10 +151,11 @@ def test_padding_law(h, w, c, k, family, precision):
     up = -(-c // 4) * 4
     padded = work_of(build(h, w, c), precision, align=4)
     assert padded == work_of(build(h, w, up), precision, align=4)
-    assert padded == work_of(build(h, w, up), precision, align=1)
+    # on a one-channel unit every channel is a work item of its own; the rest is the same work
+    assert padded == dataclasses.replace(work_of(build(h, w, up), precision, align=1), items=padded.items)
     plain = work_of(build(h, w, c), precision, align=1)
     if c == up:
-        assert plain == padded
+        assert dataclasses.replace(plain, items=padded.items) == padded
     else:
         assert plain.bytes < padded.bytes and (plain.macs, plain.elem_ops) < (padded.macs, padded.elem_ops)
 

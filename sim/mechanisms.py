@@ -1,0 +1,124 @@
+"""Cost mechanisms real runtimes have beyond the roofline: each one small pure function with its source."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["Mechanisms", "ruy_threads", "depthwise_threads", "row_split", "threads_used",
+           "gemm_shape_efficiency", "lane_efficiency", "cache_bandwidth", "gpu_occupancy",
+           "fork_join_seconds", "RUY_LOG2_MACS_PER_THREAD", "DEPTHWISE_MULS_PER_THREAD"]
+
+# ruy (TFLite's GEMM library since TF 2.3, ruy/ctx.cc `GetThreadCount`): the thread count grows by
+# one power of two per 2**15 multiply-adds of the GEMM with each dimension rounded up to a power
+# of two; a small GEMM stays on one thread.
+RUY_LOG2_MACS_PER_THREAD = 15
+# TFLite's optimized depthwise convolution (`HowManyConvThreads` in
+# kernels/internal/optimized/depthwiseconv_multithread.h): one more thread per 8192 multiplies,
+# then the work is split along output rows (or batches), so 7 rows over 4 threads is 2+2+2+1.
+DEPTHWISE_MULS_PER_THREAD = 1 << 13
+
+
+@dataclass(frozen=True)
+class Mechanisms:
+    """A unit's non-roofline cost parameters; `enabled` false (the default) is the plain roofline.
+
+    join_s: fork/join cost of an op spread over more than one CPU thread (thread-pool wake-up and
+    barrier). gemm_tile / gemm_depth_overhead: the GEMM micro-kernel's tile (rows x columns of the
+    output computed at once; partial tiles cost a full one) and its fixed cost per tile, in units of
+    depth (packing, accumulator load and store). vector_bytes: SIMD register width (depthwise work
+    runs along channels, padded to whole vectors: 16 bytes hold 4 float32 or 16 int8 lanes). cache_bytes / cache_bandwidth:
+    the last-level cache a working set can live in and its bandwidth. occupancy_items: parallel work
+    items (output slices of 4 channels) needed to fill a GPU; smaller grids leave it partly idle.
+    im2col: convolutions other than 1x1/stride 1 first copy their patches into a GEMM operand
+    (TFLite's optimized CPU Conv), which moves bytes the roofline does not count."""
+
+    enabled: bool = False
+    join_s: float = 0.0
+    gemm_tile: tuple[int, int] = (1, 1)
+    gemm_depth_overhead: float = 0.0
+    vector_bytes: int = 0
+    cache_bytes: float = 0.0
+    cache_bandwidth: float = 0.0
+    occupancy_items: float = 0.0
+    im2col: bool = False
+
+
+def _ceil_log2(n: int) -> int:
+    return max(0, (max(1, int(n)) - 1).bit_length())
+
+
+def ruy_threads(m: int, n: int, k: int, max_threads: int) -> int:
+    """Threads ruy gives an m x n x k GEMM: 2**(ceil_log2 m + ceil_log2 n + ceil_log2 k - 15), capped."""
+    guess = _ceil_log2(m) + _ceil_log2(n) + _ceil_log2(k) - RUY_LOG2_MACS_PER_THREAD
+    return max(1, min(max_threads, 1 << max(0, min(guess, 30))))
+
+
+def row_split(rows: int, threads: int) -> float:
+    """Effective parallelism of `rows` equal work items split statically over `threads`: the op
+    lasts as long as the thread with the most rows (7 rows on 4 threads run like 3.5 threads)."""
+    if rows <= 0 or threads <= 1:
+        return 1.0
+    used = min(threads, rows)
+    return rows / math.ceil(rows / used)
+
+
+def depthwise_threads(muls: int, rows: int, max_threads: int) -> float:
+    """TFLite's depthwise threading: one thread per 8192 multiplies, capped, rows split evenly."""
+    wanted = max(1, min(max_threads, muls // DEPTHWISE_MULS_PER_THREAD))
+    return row_split(rows, wanted)
+
+
+def threads_used(gemm: tuple[int, int, int] | None, depthwise: bool, macs: int, rows: int,
+                 max_threads: int) -> float:
+    """Effective threads of one CPU op: ruy's rule for GEMM-shaped ops, TFLite's row split for
+    depthwise convolutions, and a row split for the rest (element-wise kernels split their rows)."""
+    if max_threads <= 1:
+        return 1.0
+    if gemm is not None:
+        return float(ruy_threads(*gemm, max_threads))
+    if depthwise:
+        return depthwise_threads(macs, rows, max_threads)
+    return row_split(rows, max_threads) if rows else float(max_threads)
+
+
+def gemm_shape_efficiency(m: int, n: int, k: int, tile: tuple[int, int], depth_overhead: float) -> float:
+    """Fraction of a GEMM kernel's peak an m x n x k product reaches: the output is computed in
+    whole tiles (a 49 x 1001 output on 8 x 8 tiles computes 56 x 1008) and every tile pays a fixed
+    cost worth `depth_overhead` steps of depth, so a shallow K (a 1x1 conv over 8 channels) runs
+    far below peak. Source: ruy's kernel layout (8x8 float / int8 tiles on arm64 NEON)."""
+    if m <= 0 or n <= 0 or k <= 0:
+        return 1.0
+    mr, nr = tile
+    padded = math.ceil(m / mr) * mr * math.ceil(n / nr) * nr
+    return (m * n / padded) * (k / (k + depth_overhead))
+
+
+def lane_efficiency(channels: int, lanes: int) -> float:
+    """Depthwise kernels vectorise along channels: 8 int8 channels fill half of a 16-lane vector."""
+    if lanes <= 1 or channels <= 0:
+        return 1.0
+    return channels / (math.ceil(channels / lanes) * lanes)
+
+
+def cache_bandwidth(working_set: int, dram_bandwidth: float, cache_bytes: float, cache_bw: float) -> float:
+    """Bandwidth an op sees: a working set that fits the last-level cache streams at cache speed; a
+    larger one gets the cached share at cache speed and the rest from DRAM (harmonic blend)."""
+    if cache_bytes <= 0 or cache_bw <= dram_bandwidth or working_set <= 0:
+        return dram_bandwidth
+    hit = min(1.0, cache_bytes / working_set)
+    return 1.0 / (hit / cache_bw + (1.0 - hit) / dram_bandwidth)
+
+
+def gpu_occupancy(items: int, full: float) -> float:
+    """Fraction of the GPU a grid of `items` work items keeps busy (one item per output slice of 4
+    channels and pixel, as TFLite's GPU kernels map them): a 7x7x1024 output (12,544 items) fills
+    less of it than a 112x112x32 one."""
+    if full <= 0 or items <= 0:
+        return 1.0
+    return min(1.0, items / full)
+
+
+def fork_join_seconds(threads: float, join_s: float) -> float:
+    """Waking the thread pool and waiting at the barrier: paid once by every op run on >1 thread."""
+    return join_s if threads > 1 else 0.0

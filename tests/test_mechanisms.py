@@ -1,0 +1,160 @@
+"""Each cost mechanism beyond the roofline, shown alone: switch it on, change one thing, see its effect."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from runtime.graph import DType, Graph, Op, Tensor
+from runtime.optypes import OpType
+from runtime.options import AddOptions, Conv2DOptions, DepthwiseConv2DOptions, Padding
+from sim import mechanisms as mx
+from sim.cost import OpClass, Precision, Rates, Work, op_cost
+from sim.mechanisms import Mechanisms
+from sim.work import describe
+
+F32, I8 = Precision.FLOAT32, Precision.INT8
+
+
+def _rates(threads: int = 4, bandwidth: float = 15e9, **mech) -> Rates:
+    return Rates({F32: 10e9, I8: 40e9}, {F32: 10e9, I8: 40e9}, bandwidth=bandwidth, dispatch_s=5e-6,
+                 threads=threads, mech=Mechanisms(enabled=True, **mech))
+
+
+def _act(name, shape, dtype=DType.FLOAT32):
+    return Tensor(name, tuple(shape), dtype)
+
+
+def _const(name, shape, dtype=DType.FLOAT32):
+    data = np.ones(shape, dtype.np)
+    return Tensor(name, tuple(shape), dtype, data=data)
+
+
+def _conv(h, w, cin, cout, k, stride=1):
+    out = (h - 1) // stride + 1
+    tensors = [_act("x", (1, h, w, cin)), _const("w", (cout, k, k, cin)), _const("b", (cout,)),
+               _act("y", (1, out, out, cout))]
+    op = Op(OpType.CONV_2D, (0, 1, 2), (3,), Conv2DOptions(padding=Padding.SAME, stride_w=stride, stride_h=stride))
+    return op, Graph(tuple(tensors), (op,), (0,), (3,))
+
+
+def _depthwise(h, c):
+    tensors = [_act("x", (1, h, h, c)), _const("w", (1, 3, 3, c)), _const("b", (c,)), _act("y", (1, h, h, c))]
+    op = Op(OpType.DEPTHWISE_CONV_2D, (0, 1, 2), (3,), DepthwiseConv2DOptions())
+    return op, Graph(tuple(tensors), (op,), (0,), (3,))
+
+
+def _work(op_graph, precision=F32, align=1) -> Work:
+    op, graph = op_graph
+    return describe(op, graph, [t.shape for t in graph.tensors], precision, align)
+
+
+def _speedup(work: Work, **mech) -> float:
+    """1-thread over 4-thread time, compute-bound (memory does not scale with threads)."""
+    one = op_cost(work, _rates(1, 1e15, **mech)).seconds - 5e-6
+    return one / (op_cost(work, _rates(4, 1e15, **mech)).seconds - 5e-6)
+
+
+# -- CPU ------------------------------------------------------------------------------------------
+
+def test_thread_scaling_depends_on_the_layer_shape():
+    """A 7x7x1024 depthwise layer splits 7 rows over 4 threads (2+2+2+1); a 112x112x64 one splits evenly."""
+    small, big = _work(_depthwise(7, 1024)), _work(_depthwise(112, 64))
+    assert mx.row_split(7, 4) == 3.5 and mx.row_split(112, 4) == 4.0
+    assert _speedup(small) < _speedup(big)
+    assert _speedup(big) == pytest.approx(4.0, rel=1e-9)
+
+
+def test_ruy_keeps_a_small_gemm_on_one_thread():
+    assert mx.ruy_threads(8, 8, 8, 4) == 1                 # 2**9 MACs: far under 2**15 per thread
+    assert mx.ruy_threads(64, 64, 64, 4) == 4
+    assert mx.ruy_threads(16, 16, 256, 4) == 2             # 2**16 MACs: two threads
+    tiny = _work(_conv(2, 2, 8, 8, 1))
+    assert _speedup(tiny) == pytest.approx(1.0)
+
+
+def test_fork_join_is_paid_only_on_several_threads():
+    work = _work(_conv(56, 56, 64, 64, 1))
+    with_join = op_cost(work, _rates(4, join_s=20e-6)).seconds - op_cost(work, _rates(4)).seconds
+    assert with_join == pytest.approx(20e-6)
+    assert op_cost(work, _rates(1, join_s=20e-6)).seconds == op_cost(work, _rates(1)).seconds
+
+
+def test_gemm_shape_efficiency_penalises_shallow_depth_and_partial_tiles():
+    assert mx.gemm_shape_efficiency(64, 64, 256, (8, 8), 8) > mx.gemm_shape_efficiency(64, 64, 8, (8, 8), 8)
+    assert mx.gemm_shape_efficiency(9, 8, 64, (8, 8), 0) == pytest.approx(9 / 16)
+    shallow, deep = _work(_conv(28, 28, 8, 64, 1)), _work(_conv(28, 28, 256, 64, 1))
+    per_mac = lambda w: op_cost(w, _rates(1, gemm_tile=(8, 8), gemm_depth_overhead=16)).compute_s / w.macs  # noqa: E731
+    assert per_mac(shallow) > 2 * per_mac(deep)
+
+
+def test_depthwise_lanes_pad_to_whole_vectors():
+    """8 int8 channels fill half a 16-byte vector; 8 float32 channels fill two whole ones."""
+    assert mx.lane_efficiency(8, 16) == 0.5 and mx.lane_efficiency(8, 4) == 1.0
+    w8 = _work(_depthwise(28, 8), I8)
+    w16 = _work(_depthwise(28, 16), I8)
+    cost = lambda w: op_cost(w, _rates(1, vector_bytes=16)).compute_s / w.macs  # noqa: E731
+    assert cost(w8) == pytest.approx(2 * cost(w16))
+
+
+def test_cache_resident_working_set_streams_faster_than_dram():
+    assert mx.cache_bandwidth(1 << 20, 15e9, 2 << 20, 60e9) == 60e9
+    assert 15e9 < mx.cache_bandwidth(8 << 20, 15e9, 2 << 20, 60e9) < 60e9
+    small = Work("ADD", OpClass.ELEMENTWISE, F32, elem_ops=1, bytes_read=1 << 20)
+    big = dataclasses.replace(small, bytes_read=64 << 20)
+    per_byte = lambda w: op_cost(w, _rates(1, cache_bytes=2 << 20, cache_bandwidth=60e9)).memory_s / w.bytes  # noqa
+    assert per_byte(small) < per_byte(big)
+
+
+def test_im2col_charges_a_pass_for_3x3_convs_on_the_cpu_only():
+    three, one = _work(_conv(28, 28, 32, 32, 3)), _work(_conv(28, 28, 32, 32, 1))
+    assert three.im2col_bytes == 2 * 28 * 28 * 9 * 32 * 4 and one.im2col_bytes == 0
+    on, off = _rates(1, im2col=True), _rates(1)
+    assert op_cost(three, on).seconds - op_cost(three, off).seconds == pytest.approx(three.im2col_bytes / 15e9)
+    assert op_cost(one, on).seconds == op_cost(one, off).seconds
+
+
+# -- GPU ------------------------------------------------------------------------------------------
+
+def test_occupancy_small_grids_leave_the_gpu_idle():
+    """7x7x1024 is 12,544 work items of 4 channels; 112x112x32 is 100,352."""
+    small, big = _work(_depthwise(7, 1024), align=4), _work(_depthwise(112, 32), align=4)
+    assert (small.items, big.items) == (7 * 7 * 256, 112 * 112 * 8)
+    full = 65536
+    rate = lambda w: w.macs / op_cost(w, _rates(1, occupancy_items=full)).compute_s  # noqa: E731
+    assert rate(small) == pytest.approx(rate(big) * small.items / full)
+
+
+def test_a_linked_add_and_relu_after_a_conv_cost_the_gpu_no_launch():
+    from delegates.gpu import GpuDelegate, linked_nodes
+    from runtime.interpreter import Interpreter
+    from tests.sim_kit import tiny_profile
+
+    h, c = 16, 8
+    tensors = [_act("x", (1, h, h, c)), _const("w", (c, 1, 1, c)), _const("b", (c,)), _act("y", (1, h, h, c)),
+               _act("skip", (1, h, h, c)), _act("s", (1, h, h, c)), _act("r", (1, h, h, c))]
+    conv = Op(OpType.CONV_2D, (0, 1, 2), (3,), Conv2DOptions())
+    add = Op(OpType.ADD, (4, 3), (5,), AddOptions())
+    relu = Op(OpType.RELU, (5,), (6,))
+    graph = Graph(tuple(tensors), (conv, add, relu), (0, 4), (6,))
+    assert linked_nodes(graph, (0, 1, 2)) == frozenset({1, 2})
+    profile = tiny_profile()
+    profile = dataclasses.replace(profile, units=tuple(
+        dataclasses.replace(u, dispatch_s=50e-6) if u.name == "gpu" else u for u in profile.units))
+
+    class Unlinked(GpuDelegate):
+        def fused_nodes(self, partition):
+            return frozenset()
+
+    def latency(delegate):
+        it = Interpreter(graph=graph, experimental_delegates=[delegate], device=profile, timing_only=True)
+        it.allocate_tensors()
+        return it.simulation.invoke(), it.simulation.executor.jobs
+
+    linked_s, jobs = latency(GpuDelegate())
+    unlinked_s, _ = latency(Unlinked())
+    linked = [op.work for job in jobs if hasattr(job, "ops") for op in job.ops if op.work.fused]
+    assert len(linked) == 2 and all(w.bytes_written == 0 for w in linked)
+    assert unlinked_s - linked_s >= 2 * 50e-6     # the ADD and the RELU launch nothing of their own
