@@ -92,5 +92,15 @@ class Delegate:
         default; the GPU delegate links element-wise ops as TFLite's GPU delegate does."""
         return frozenset()
 
+    def node_units(self, partition: "Partition") -> dict[int, str]:
+        """Nodes of the partition that run on another unit than the kernel's (profile unit names):
+        NNAPI's runtime splits a model across the drivers that support its ops. None by default."""
+        return {}
+
+    def step_seconds(self, unit_spec) -> float:
+        """What it costs to start the partition's work on another of its units (NNAPI: that
+        driver's execution call). Paid each time the work moves to another unit; 0 by default."""
+        return 0.0
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"

@@ -153,10 +153,59 @@ class NnapiDelegate(Delegate):
         return self._binding.after
 
     def is_node_supported(self, op: Op, graph: Graph) -> Support:
+        """The model's main device answers; an op it refuses goes to the best other device that
+        takes it (NNAPI's runtime splits a model across drivers), else the main device's reason."""
         if self.unavailable:
             return Support(False, self.unavailable)
         binding, verdict = self._model(graph)
-        return self._single(op, graph, binding) if verdict is None else verdict
+        if verdict is not None:
+            return verdict
+        answer = self._single(op, graph, binding)
+        return answer if answer or self._other(op, graph, binding) is None else YES
+
+    def _other(self, op: Op, graph: Graph, main: _Binding) -> _Binding | None:
+        """The best-ranked other device that runs `op` ( _candidates are in rank order)."""
+        return next((b for b in self._candidates if b is not main and self._single(op, graph, b)), None)
+
+    def _device_of(self, i: int, graph: Graph) -> _Binding:
+        binding, _ = self._model(graph)
+        op = graph.ops[i]
+        if self._single(op, graph, binding):
+            return binding
+        return self._other(op, graph, binding) or binding
+
+    def node_units(self, partition) -> dict[int, str]:
+        """Ops the model's main device refuses run on another driver's unit."""
+        graph = partition.graph
+        main, _ = self._model(graph)
+        out = {}
+        for i in partition.nodes:
+            b = self._device_of(i, graph)
+            if b is not main and b.device is not None:
+                out[i] = b.device.unit
+        self._adopt(main)
+        return out
+
+    def devices_for(self, partition) -> tuple[str, ...]:
+        """The NNAPI devices a delegated partition runs on, its main device first."""
+        graph = partition.graph
+        main, _ = self._model(graph)
+        names = [main.device.name] if main.device is not None else []
+        for i in partition.nodes:
+            b = self._device_of(i, graph)
+            if b.device is not None and b.device.name not in names:
+                names.append(b.device.name)
+        self._adopt(main)
+        return tuple(names)
+
+    def step_seconds(self, unit_spec) -> float:
+        """A step on another driver pays that driver's execution call."""
+        device = self._device_on(unit_spec.name)
+        return device.execution_s if device is not None else 0.0
+
+    def _device_on(self, unit_name: str) -> NnapiDeviceSpec | None:
+        return next((b.device for b in self._candidates if b.device is not None and b.device.unit == unit_name),
+                    None)
 
     def _model(self, graph: Graph) -> tuple[_Binding, Support | None]:
         entry = self._models.get(graph)
@@ -221,13 +270,15 @@ class NnapiDelegate(Delegate):
         return self.device.execution_s if self.device is not None else spec.invoke_s
 
     def unit_scales(self, unit):
-        """The driver's answer to the execution preference: (rate, power) scales of the device."""
+        """The driver's answer to the execution preference: (rate, power) scales of the device on
+        that unit, times the rate its driver's kernels reach there (nnapi-reference: plain C++)."""
         from sim.unit import Scales
 
-        if self.device is None:
+        device = self._device_on(unit.name) if self._device_on(unit.name) is not None else self.device
+        if device is None:
             return Scales()
-        rate, power = self.driver.preference_scales(self.device.name, self.config.execution_preference)
-        return Scales(rate=rate, power=power)
+        rate, power = self.driver.preference_scales(device.name, self.config.execution_preference)
+        return Scales(rate=rate * device.rate_scale, power=power)
 
     def create_kernel(self, partition):
         from delegates.kernel import UnitKernel

@@ -51,7 +51,8 @@ class Param:
 _UNIT_PARAMS: Mapping[str, tuple[tuple[Key, float], ...]] = {
     "cpu": ((("efficiency", "conv"), 1.0), (("efficiency", "depthwise"), 1.0),
             (("dispatch_us",), math.inf), (("mechanisms", "join_us"), math.inf),
-            (("mechanisms", "gemm_depth_overhead"), math.inf), (("gmacs", "int8"), math.inf)),
+            (("mechanisms", "gemm_depth_overhead"), math.inf), (("gmacs", "int8"), math.inf),
+            (("bandwidth_gbs",), math.inf), (("mechanisms", "cache_gbs"), math.inf)),
     "gpu": ((("efficiency", "conv"), 1.0), (("efficiency", "depthwise"), 1.0), (("dispatch_us",), math.inf),
             (("invoke_us",), math.inf), (("mechanisms", "occupancy_items"), math.inf),
             (("efficiency", "pool"), 1.0)),
@@ -116,31 +117,30 @@ class RowSim:
         self.it = Interpreter(graph=graph, experimental_delegates=delegates, num_threads=row.threads,
                               device=profile, timing_only=True)
         self.it.allocate_tensors()
+        self._executor = self.it.simulation.executor
         self.used = self._used()
 
     def _used(self) -> set[str]:
+        from delegates.nnapi import NnapiDelegate
+
         sim = self.it.simulation
         used = {sim.soc.cpu.name}
         for job in sim.executor.jobs:
-            unit = getattr(job, "unit", None)
-            if unit is not None:
-                used.add(unit.name)
-                device = getattr(job.step.delegate, "device", None)
-                if device is not None:
-                    used.add(f"nnapi:{device.name}")
+            if not hasattr(job, "step"):      # a CPU op
+                continue
+            used.update(u.name for u in (job.unit, *(op.unit for op in job.ops if op.unit is not None)))
+            if isinstance(job.step.delegate, NnapiDelegate):
+                used.update(f"nnapi:{d}" for d in job.step.delegate.devices_for(job.step.partition))
         return used
 
     def run(self, profile) -> tuple[float, dict[str, float]]:
-        from runtime.executor import Executor
         from sim.soc import SoC
 
         sim = self.it.simulation
-        old = sim.executor
         sim.soc = SoC(profile)
         for step in sim.delegation.plan:
             _rebind(getattr(step, "delegate", None), profile)
-        sim.executor = Executor(self.graph, sim.delegation.plan, sim.soc, old.shapes, old.threads, old.folded,
-                                old.run_cpu, old.values)
+        sim.executor = self._executor.on(sim.soc)
         seconds = sim.invoke()
         return seconds * 1e3, _per_type(sim.soc.trace)
 

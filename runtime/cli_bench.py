@@ -145,7 +145,7 @@ def _param_lines(args: argparse.Namespace, model, kinds) -> list[str]:
 def _prepare(args: argparse.Namespace, extra: list[str]):
     """Device, delegates and model from the flags; the interpreter with the delegates applied, as
     BenchmarkTfLiteModel::Init does it, its tensors allocated and its one input set."""
-    profile = load_device(args.device)
+    profile = load_device(args.device, args.api_level)
     delegates = parse_delegate_flags(args.parser, extra, profile)
     model = load_model(args)
     kinds = delegate_kinds(delegates)

@@ -167,5 +167,6 @@ def render_profile(text: str, lines: dict, result: Fit, source: str, prior: str)
     out = [ln for ln in out if not ln.startswith("calibration:") and not ln.startswith("  prior:")
            and not ln.startswith("  measurements:") and not ln.startswith("  rows:")]
     out += ["", "calibration:                    # written by dtb calibrate; refit with it from the prior",
-            f"  prior: {prior}", f"  measurements: {source}", f"  rows: {rows}"]
+            f"  prior: {prior}", f"  measurements: {source}",
+            f"  rows: {rows:<26d}# fitted: measurement rows the fit used"]
     return "\n".join(out) + "\n"

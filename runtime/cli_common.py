@@ -62,6 +62,9 @@ def add_model_flags(sp: argparse.ArgumentParser) -> None:
 def add_device_flag(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--device", default="pixel4",
                     help="phone profile name (see `dtb list devices`) or a profile .yaml path")
+    sp.add_argument("--api_level", type=int, default=None, metavar="N",
+                    help="run the Android phone on another API level (NNAPI's feature level follows it); "
+                         "default: the profile's")
 
 
 @dataclass(frozen=True)
@@ -134,10 +137,10 @@ def load_model(args: argparse.Namespace) -> LoadedModel:
     return LoadedModel(graph, label, name, size, args.quantization)
 
 
-def load_device(name: str):
-    from sim.profile import load_profile
+def load_device(name: str, api_level: int | None = None):
+    from sim.profile import load_profile, with_api_level
 
-    return load_profile(name)
+    return with_api_level(load_profile(name), api_level)
 
 
 def parse_delegate_flags(sp: argparse.ArgumentParser, extra: Sequence[str], profile) -> list:

@@ -64,7 +64,7 @@ def _diff_interpreters(args, extra, profile, graph) -> tuple[Interpreter, Interp
 
 
 def cmd_inference_diff(args: argparse.Namespace, extra: list[str]) -> int:
-    profile = load_device(args.device)
+    profile = load_device(args.device, args.api_level)
     model = load_model(args)
     graph = model.graph
     reference, test = _diff_interpreters(args, extra, profile, graph)
@@ -122,7 +122,7 @@ def _why_not(op: int, reports) -> list[str]:
 def cmd_partition(args: argparse.Namespace, extra: list[str]) -> int:
     from runtime.delegation import apply_delegates, dynamic_tensors
 
-    profile = load_device(args.device)
+    profile = load_device(args.device, args.api_level)
     delegates = parse_delegate_flags(args.parser, extra, profile)
     model = load_model(args)
     graph = model.graph

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ class _OpJob:
     op: int
     work: Work
     args: tuple[tuple[str, object], ...] = ()
+    unit: Unit | None = None       # inside a partition: another unit than the partition's (NNAPI steps)
+    scales: Scales | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,16 @@ class Executor:
         self.shapes = list(shapes)
         self.jobs = [self._job(step) for step in plan]
 
+    def on(self, soc: SoC) -> "Executor":
+        """The same plan on another phone with the same units (a calibration re-times one plan on
+        many profiles): the work descriptions are kept; units, scales and costs are the new phone's."""
+        new = copy.copy(self)
+        new.soc = soc
+        new.jobs = [job if not isinstance(job, _PartitionJob) else
+                    _moved(job, soc)
+                    for job in self.jobs]
+        return new
+
     # -- building the jobs --------------------------------------------------------------------
 
     def _work(self, op_index: int, precision: Precision, align: int) -> Work:
@@ -89,17 +102,21 @@ class Executor:
         graph, part = self.graph, step.partition
         ops = []
         fused = step.delegate.fused_nodes(part)
+        elsewhere = step.delegate.node_units(part)
         for i in part.nodes:
             if i in self.folded:
                 continue
+            own = self._unit(step, elsewhere[i]) if i in elsewhere else None
+            runs_on = own or unit
             precision = op_precision(graph.ops[i], graph, mode)
-            if not unit.runs(precision):
-                raise DelegateError(f"{graph.describe_op(i)}: the {unit.name} of {self.soc.profile.name} "
+            if not runs_on.runs(precision):
+                raise DelegateError(f"{graph.describe_op(i)}: the {runs_on.name} of {self.soc.profile.name} "
                                     f"has no {precision.value} rate")
-            work = self._work(i, precision, unit.channel_align)
+            work = self._work(i, precision, runs_on.channel_align)
             if i in fused:
-                work = _linked(work, graph.ops[i], graph, self.shapes, unit.channel_align)
-            ops.append(_OpJob(i, work, self._args(i) + (("delegate", step.delegate.name),)))
+                work = _linked(work, graph.ops[i], graph, self.shapes, runs_on.channel_align)
+            ops.append(_OpJob(i, work, self._args(i) + (("delegate", step.delegate.name),), own,
+                              _scales(step, own) if own is not None else None))
         inputs = [t for t in part.inputs if not graph.tensors[t].is_constant]
         to_float = sum(int(np.prod(self.shapes[t])) for t in (*inputs, *part.outputs)
                        if mode in _VIEWS and is_quantized(graph.tensors[t]))
@@ -108,6 +125,12 @@ class Executor:
                              tuple((t, self._bytes(t)) for t in inputs),
                              tuple((t, self._bytes(t)) for t in part.outputs), to_float,
                              sum(self._bytes(t) for t in weights))
+
+    def _unit(self, step: DelegateStep, name: str) -> Unit:
+        try:
+            return self.soc.unit(name)
+        except KeyError as exc:
+            raise DelegateError(f"{step.delegate.name}: {exc.args[0]}") from None
 
     def _args(self, i: int) -> tuple[tuple[str, object], ...]:
         out = self.graph.ops[i].outputs[0] if self.graph.ops[i].outputs else -1
@@ -146,6 +169,20 @@ class Executor:
             else:
                 yield from self._partition(job, tag, math)
 
+    def _step(self, job: _PartitionJob, op: _OpJob, unit: Unit, tag: Tag) -> Generator:
+        """Inside one delegated partition the work moves to another unit (NNAPI's runtime splits a
+        model into steps, one per driver): the op's inputs go through shared memory and the new
+        driver pays its own execution call."""
+        name = job.step.delegate.name
+        nbytes = sum(self._bytes(t) for t in self.graph.ops[op.op].inputs
+                     if t >= 0 and not self.graph.tensors[t].is_constant)
+        if nbytes:
+            yield from self.soc.copy(nbytes, f"{name} step inputs", tag)
+        seconds = job.step.delegate.step_seconds(unit.spec)
+        if seconds:
+            yield from unit.hold(seconds, f"{name} step", Kind.INVOKE, tag, op.work.precision,
+                                 op.scales or job.scales)
+
     def _boundary_convert(self, job: _PartitionJob, tag: Tag, name: str) -> Generator:
         if job.to_float:  # 8-bit <-> float at the edge of a float-view partition, on the CPU
             work = Work(name, OpClass.ELEMENTWISE, Precision.FLOAT32, elem_ops=job.to_float,
@@ -169,12 +206,32 @@ class Executor:
         seconds = call(job.unit.spec) if callable(call) else job.unit.spec.invoke_s
         if seconds:
             yield from job.unit.hold(seconds, f"{name} invoke", Kind.INVOKE, tag, precision, job.scales)
+        current = job.unit
         for op in job.ops:
-            yield from job.unit.execute(op.work, tag, job.scales, args=op.args)
+            unit = op.unit or job.unit
+            if unit is not current:  # the driver's runtime moves on to another device's step
+                yield from self._step(job, op, unit, tag)
+                current = unit
+            yield from unit.execute(op.work, tag, op.scales or job.scales, args=op.args)
         moved_out = sum(b for _, b in job.outputs)
         if moved_out:
             yield from self.soc.copy(moved_out, f"{name} outputs", tag, job.unit.spec.convert_per_s)
         yield from self._boundary_convert(job, tag, f"{name} output conversion")
+
+
+def _moved(job: _PartitionJob, soc: SoC) -> _PartitionJob:
+    """A partition's job on another phone's units of the same names and layouts."""
+    def same(unit: Unit) -> Unit:
+        new = soc.unit(unit.name)
+        if new.channel_align != unit.channel_align:
+            raise DelegateError(f"{unit.name}: another channel layout than the plan was built for")
+        return new
+
+    ops = tuple(op if op.unit is None else
+                dataclasses.replace(op, unit=same(op.unit), scales=_scales(job.step, same(op.unit)))
+                for op in job.ops)
+    unit = same(job.unit)
+    return dataclasses.replace(job, unit=unit, scales=_scales(job.step, unit), ops=ops)
 
 
 def _linked(work: Work, op, graph: Graph, shapes, align: int) -> Work:

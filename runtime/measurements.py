@@ -148,19 +148,18 @@ def read_log(text: str, source: str, device: str | None = None, model: str | Non
     """One row per benchmark run in a benchmark_model log: the "Inference timings in us" line's
     Inference (avg), the run's parameter lines (Graph, Num threads, Use gpu/NNAPI/Hexagon/CoreML)
     and, with --enable_op_profiling, the "Summary by node type" table's milliseconds per type."""
-    rows, params, start = [], {}, 1
+    rows, params = [], {}
     lines = text.splitlines()
     for n, line in enumerate(lines, 1):
         m = _PARAM.match(line)
         if m and "timings" not in line:
-            if "Graph" in params and m.group(1) == "Graph":
-                params, start = {}, n        # a second run's header
             params[m.group(1)] = m.group(2)
             continue
         t = _TIMINGS.search(line)
         if t:
             rows.append(_log_row(params, float(t.group(1)) / 1e3, f"{source}:{n}", device, model,
                                  _per_type(lines, n)))
+            params = {}                      # the next run prints its own header
     if not rows:
         raise MeasurementError(f"{source}: no 'Inference timings in us' line: not a benchmark_model log")
     return rows

@@ -84,7 +84,7 @@ def unit_footprint(sim) -> dict[str, int]:
            for t in (*graph.ops[step.op].inputs, *graph.ops[step.op].outputs) if t >= 0}
     sizes = {sim.soc.cpu.name: sum(tensor_bytes(ex.shapes[t], graph.tensors[t].dtype) for t in cpu)}
     for job in ex.jobs:
-        if hasattr(job, "unit") and job.ops:
+        if hasattr(job, "step") and job.ops:   # a delegated partition
             sizes[job.unit.name] = sizes.get(job.unit.name, 0) + footprint(
                 graph, job.step.partition.nodes, ex.shapes, job.ops[0].work.precision, job.unit.channel_align)
     return sizes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import os
 import reprlib
@@ -16,7 +17,7 @@ from sim.cost import OpClass, Precision
 from sim.mechanisms import Mechanisms
 from sim.spec import CopySpec, DramSpec, NnapiDeviceSpec, Profile, UnitKind, UnitSpec
 
-__all__ = ["load_profile", "list_profiles", "profile_from_dict", "ExecutionPreference", "Platform",
+__all__ = ["load_profile", "list_profiles", "with_api_level", "profile_from_dict", "ExecutionPreference", "Platform",
            "EXTRAS", "PROFILE_DIR"]
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
@@ -237,6 +238,7 @@ _DEVICE = {"name": _F("name", True, _text),
            "compile_ms": _F("compile_s", False, _nonneg(per=MILLI)),
            "cached_compile_ms": _F("cached_compile_s", False, _nonneg(per=MILLI)),
            "execution_us": _F("execution_s", False, _nonneg(per=MICRO)),
+           "rate_scale": _F("rate_scale", False, _positive()),
            "preference": _F("preference", False, lambda ctx, v, p: _preferences(ctx, v, p))}
 _NNAPI = {"devices": _F("devices", True, lambda ctx, v, p: _devices(ctx, v, p))}
 _TOP = {"name": _F("name", True, _text),
@@ -357,6 +359,19 @@ def profile_from_dict(data: Any, source: str = "<profile>",
     _cross_check(ctx, f)
     f["os"] = f["os"].value
     return Profile(**f)
+
+
+def with_api_level(profile: Profile, api_level: int | None) -> Profile:
+    """The profile on another Android release: NNAPI's feature level (and so what each driver is
+    asked to run) follows the API level; each driver keeps its own level, the lower one applies."""
+    if api_level is None:
+        return profile
+    if profile.os != Platform.ANDROID.value:
+        raise ProfileError(f"{profile.name}: an API level applies to Android phones only ({profile.name} "
+                           f"runs {profile.os})")
+    if isinstance(api_level, bool) or not isinstance(api_level, int) or not 21 <= api_level <= 40:
+        raise ProfileError(f"{profile.name}: API level must be an integer in 21..40, got {api_level!r}")
+    return dataclasses.replace(profile, api_level=api_level, os_version=f"Android API {api_level}")
 
 
 def list_profiles() -> list[str]:

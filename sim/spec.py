@@ -81,6 +81,7 @@ class NnapiDeviceSpec:
     compile_s: float = 0.0                      # model compilation at delegate init
     cached_compile_s: float = 0.0               # with cache_dir + model_token
     execution_s: float = 0.0                    # per-execution driver overhead
+    rate_scale: float = 1.0                     # the driver's kernels' speed relative to the unit's rates
     # execution preference -> (rate scale, power scale): how a driver trades speed for power
     preference: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 

@@ -158,3 +158,79 @@ def test_a_linked_add_and_relu_after_a_conv_cost_the_gpu_no_launch():
     linked = [op.work for job in jobs if hasattr(job, "ops") for op in job.ops if op.work.fused]
     assert len(linked) == 2 and all(w.bytes_written == 0 for w in linked)
     assert unlinked_s - linked_s >= 2 * 50e-6     # the ADD and the RELU launch nothing of their own
+
+
+# -- NNAPI ----------------------------------------------------------------------------------------
+
+def _tiny():
+    from runtime import zoo
+
+    return zoo.build("tiny_cnn", resolution=16, classes=4)
+
+
+def _nnapi_run(profile, graph, **options):
+    from delegates.nnapi import NnapiDelegate, NnapiOptions
+    from runtime.interpreter import Interpreter
+
+    delegate = NnapiDelegate(NnapiOptions(**options), profile)
+    it = Interpreter(graph=graph, experimental_delegates=[delegate], device=profile, timing_only=True)
+    it.allocate_tensors()
+    seconds = it.simulation.invoke()
+    placed = {op.op: (op.unit or job.unit).name for job in it.simulation.executor.jobs if hasattr(job, "step")
+              for op in job.ops}
+    return seconds, placed, it.simulation
+
+
+def test_nnapi_splits_a_model_across_drivers_by_what_each_supports():
+    """The test GPU driver lists no MUL; the NPU driver does: one NNAPI partition, two steps."""
+    from tests.delegate_kit import android, device
+    from sim.cost import Precision as P
+
+    float_ops = {"CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "RESHAPE", "SOFTMAX", "MEAN",
+                 "FULLY_CONNECTED", "MAX_POOL_2D"}
+    graph = _tiny()
+    gpu = device("test-gpu", "gpu", 4, float_ops, {P.FLOAT32})
+    npu = device("test-npu", "npu", 4, {"MEAN"}, {P.FLOAT32}, execution_s=300e-6)
+    seconds, placed, sim = _nnapi_run(android(30, devices=(gpu, npu)), graph)
+    mean = next(i for i, op in enumerate(graph.ops) if op.type is OpType.MEAN)
+    assert placed[mean] == "gpu"                          # the main device takes what it lists
+    gpu_no_mean = device("test-gpu", "gpu", 4, float_ops - {"MEAN"}, {P.FLOAT32})
+    split_s, split, sim = _nnapi_run(android(30, devices=(gpu_no_mean, npu)), graph)
+    assert split[mean] == "npu" and {u for i, u in split.items() if i != mean} == {"gpu"}
+    assert len(sim.delegation.plan) == 1                  # still one delegated partition
+    steps = [iv for iv in sim.soc.trace.intervals if iv.name.endswith(" step")]
+    assert [iv.lane for iv in steps if iv.inference >= 0] == ["npu"]   # the NPU driver's execution call
+    moves = [iv for iv in sim.soc.trace.intervals if iv.name.endswith(" step inputs") and iv.inference >= 0]
+    assert len(moves) == 2                                # into the NPU's step and back to the GPU's
+    assert split_s - seconds >= 300e-6
+
+
+def test_nnapi_reference_runs_what_no_accelerator_takes_unless_the_cpu_is_disallowed():
+    """Before API 29 the app cannot exclude NNAPI's CPU: nnapi-reference takes the rest, slowly."""
+    from tests.delegate_kit import android, device
+    from sim.cost import Precision as P
+
+    graph = _tiny()
+    ops = {op.name for op in graph.ops}
+    gpu = device("test-gpu", "gpu", 2, ops - {"MEAN"}, {P.FLOAT32})
+    ref = device("nnapi-reference", "cpu_big", 2, ops, {P.FLOAT32}, rate_scale=0.1)
+    mean = next(i for i, op in enumerate(graph.ops) if op.type is OpType.MEAN)
+    _, old, _ = _nnapi_run(android(28, devices=(gpu, ref)), graph)
+    assert old[mean] == "cpu_big"                        # on NNAPI's reference CPU, inside the partition
+    _, allowed, _ = _nnapi_run(android(30, devices=(gpu, ref)), graph, disallow_nnapi_cpu=False)
+    assert allowed[mean] == "cpu_big"
+    _, disallowed, sim = _nnapi_run(android(30, devices=(gpu, ref)), graph)
+    assert mean not in disallowed                        # back on TFLite's own CPU kernels
+
+
+def test_nnapi_reference_kernels_run_at_the_drivers_rate_scale():
+    from tests.delegate_kit import android, device
+    from sim.cost import Precision as P
+
+    graph = _tiny()
+    ops = {op.name for op in graph.ops}
+    fast = device("nnapi-reference", "cpu_big", 4, ops, {P.FLOAT32}, rate_scale=1.0)
+    slow = device("nnapi-reference", "cpu_big", 4, ops, {P.FLOAT32}, rate_scale=0.1)
+    t_fast, _, _ = _nnapi_run(android(30, devices=(fast,)), graph, disallow_nnapi_cpu=False)
+    t_slow, _, _ = _nnapi_run(android(30, devices=(slow,)), graph, disallow_nnapi_cpu=False)
+    assert t_slow > 3 * t_fast

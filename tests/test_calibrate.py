@@ -1,0 +1,128 @@
+"""dtb calibrate: measurement files, the shipped profiles as its output, and recovering known factors."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+import yaml
+
+from runtime import cli
+from runtime.calibrate import fit
+from runtime.cli_calibrate import _fmt, calibrate_files, render_profile
+from runtime.measurements import MeasurementError, read_csv, read_log, read_measurements
+from runtime.yamlcheck import parse
+from sim.profile import PROFILE_DIR, load_profile
+
+MEASUREMENTS = PROFILE_DIR / "measurements"
+HEADER = "model,args,quantization,device,delegate,threads,latency_ms\n"
+
+
+# -- reading measurements ---------------------------------------------------------------------------
+
+def test_csv_rows_and_their_errors_name_file_and_line():
+    rows = read_csv(HEADER + "mobilenet_v1,alpha=0.25;resolution=128,uint8,pixel3,nnapi,4,2.0\n", "m.csv")
+    assert rows[0].args == (("alpha", 0.25), ("resolution", 128)) and rows[0].quantization == "uint8"
+    assert rows[0].source == "m.csv:2"
+    bad = {"gpu2": "delegate", "-1": "latency_ms", "nan": "latency_ms"}
+    for value, key in bad.items():
+        line = f"mobilenet_v1,,none,pixel3,{value if key == 'delegate' else 'gpu'},4," \
+               f"{value if key == 'latency_ms' else '1.0'}\n"
+        with pytest.raises(MeasurementError, match=f"m.csv:2: {key}"):
+            read_csv(HEADER + line, "m.csv")
+    with pytest.raises(MeasurementError, match="m.csv:1: missing column"):
+        read_csv("model,latency_ms\nx,1\n", "m.csv")
+
+
+def test_every_shipped_measurement_file_reads():
+    for path in MEASUREMENTS.glob("*.csv"):
+        rows = read_measurements(path)
+        assert rows and {r.device for r in rows} == {path.stem}
+
+
+def _benchmark_log(device: str, *flags: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["benchmark", "--device", device, "--num_runs", "1", "--warmup_runs", "0", *flags]) == 0
+    return out.getvalue()
+
+
+def test_a_benchmark_log_reads_back_as_the_row_it_measured():
+    log = _benchmark_log("pixel4", "--zoo", "mobilenet_v1", "--zoo_args", "alpha=0.25,resolution=96",
+                         "--num_threads", "2", "--use_gpu=true", "--enable_op_profiling=true")
+    log += _benchmark_log("pixel4", "--zoo", "tiny_cnn", "--num_threads", "1")
+    first, second = read_log(log, "run.log")
+    assert (first.model, first.args, first.delegate, first.threads) == \
+        ("mobilenet_v1", (("alpha", 0.25), ("resolution", 96)), "gpu", 2)
+    assert first.per_type and second.per_type == () and second.delegate == "cpu"
+    with pytest.raises(MeasurementError, match="not a benchmark_model log"):
+        read_log("hello\n", "x.log")
+
+
+# -- the shipped profiles are the fits of the shipped measurements -------------------------------------
+
+@pytest.mark.parametrize("phone", ["pixel3", "pixel4", "iphone_xs"])
+def test_refitting_gives_the_shipped_profile(phone):
+    rows, (data, lines, text, path), evaluator, params = calibrate_files([str(MEASUREMENTS / f"{phone}.csv")], phone)
+    assert path == PROFILE_DIR / "priors" / f"{phone}.yaml"       # a calibrated profile starts from its prior
+    result = fit(evaluator, params)
+    shipped = yaml.safe_load((PROFILE_DIR / f"{phone}.yaml").read_text())
+    for p, value in zip(result.params, result.values):
+        got = shipped
+        for key in p.path:
+            got = got[key]
+        assert got == pytest.approx(float(_fmt(value)), rel=1e-9), p.name
+    assert shipped["calibration"]["rows"] == len(rows)
+    load_profile(phone)   # and it is a valid profile
+
+
+def test_render_replaces_values_in_place_and_keeps_the_rest():
+    rows, (data, lines, text, path), evaluator, params = calibrate_files([str(MEASUREMENTS / "iphone_xs.csv")],
+                                                                      "iphone_xs")
+    result = fit(evaluator, params, max_nfev=2)
+    out = render_profile(text, lines, result, "m.csv", "priors/iphone_xs.yaml")
+    assert len(out.splitlines()) == len(text.splitlines()) + 5
+    data2, _ = parse(out, "x", ValueError)
+    assert data2["calibration"]["prior"] == "priors/iphone_xs.yaml"
+    assert "# fitted: m.csv (5 rows)" in out
+
+
+# -- round trip: known factors in, the same factors out ------------------------------------------------
+
+# Whole-model latencies pin what most of the time depends on: the CPU's conv efficiency and its
+# int8 rate. The op profiler's per-type tables also pin the depthwise efficiency (depthwise layers
+# are a small share of the total) and the per-op fixed cost, which otherwise trades off against
+# the fork/join cost. (On the GPU, conv efficiency and occupancy trade off on whole-model figures.)
+FACTORS = {("units", "cpu_big", "efficiency", "conv"): 1.25, ("units", "cpu_big", "gmacs", "int8"): 0.8}
+PROFILED = {("units", "cpu_big", "efficiency", "depthwise"): 0.8, ("units", "cpu_big", "dispatch_us"): 1.5}
+MODELS = [("mobilenet_v1", "alpha=0.25,resolution=128", "none"), ("mobilenet_v1", "alpha=0.5,resolution=160", "none"),
+          ("mobilenet_v1", "alpha=1.0,resolution=128", "none"), ("squeezenet", "resolution=128", "none"),
+          ("mobilenet_v1", "alpha=0.5,resolution=128", "uint8"), ("mobilenet_v1", "alpha=1.0,resolution=96", "uint8")]
+
+
+@pytest.mark.parametrize("op_profiling", [False, True])
+def test_calibrate_recovers_known_factors_from_benchmark_logs(tmp_path, op_profiling):
+    data, lines = parse((PROFILE_DIR / "priors" / "pixel4.yaml").read_text(), "p", ValueError)
+    factors = {**FACTORS, **(PROFILED if op_profiling else {})}
+    for path, factor in factors.items():
+        node = data
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] *= factor
+    phone = tmp_path / "phone.yaml"
+    phone.write_text(yaml.safe_dump(data))
+    log = ""
+    for zoo, args, quantization in MODELS:
+        for flags in (["--num_threads", "1"], ["--num_threads", "2"], ["--num_threads", "4"]):
+            log += _benchmark_log(str(phone), "--zoo", zoo, "--zoo_args", args, "--quantization", quantization, *flags,
+                                  *(["--enable_op_profiling=true"] if op_profiling else []))
+    (tmp_path / "phone.log").write_text(log)
+    rows, base, evaluator, params = calibrate_files([str(tmp_path / "phone.log")],
+                                                    str(PROFILE_DIR / "priors" / "pixel4.yaml"), device="pixel4")
+    result = fit(evaluator, params, max_nfev=60)
+    fitted = dict(zip((p.path for p in result.params), zip(result.params, result.values)))
+    for path, factor in factors.items():
+        p, value = fitted[path]
+        assert value / p.prior == pytest.approx(factor, rel=0.02), p.name
