@@ -9,7 +9,8 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime import cli_bench, cli_calibrate, cli_tools, tflite_io, zoo
+from runtime import cli_bench, cli_calibrate, cli_tools, memory, tflite_io, zoo
+from runtime.cli_common import add_memory_flag
 from runtime.errors import TestbedError
 from runtime.graph import Graph
 from runtime.interpreter import Interpreter
@@ -103,6 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     def model_flags(sp):
+        add_memory_flag(sp)
         sp.add_argument("--graph", help="path to a .tflite model")
         sp.add_argument("--model", help="zoo model name (see `dtb list models`)")
         sp.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
@@ -145,9 +147,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The newer tools name themselves in errors as argparse does ("dtb benchmark: error: ...").
     prefix = sp.prog if sp is not None else "dtb"
     try:
-        return args.fn(args, extra) if sp is not None else args.fn(args)
+        with memory.limit_scope(getattr(args, "memory_limit_mb", None)):  # every Interpreter the command builds
+            return args.fn(args, extra) if sp is not None else args.fn(args)
     except TestbedError as exc:
-        print(f"{prefix}: error: {exc}", file=sys.stderr)
+        message = " ".join(str(exc).splitlines())  # one line, whatever a name in the file held
+        print(f"{prefix}: error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("dtb: interrupted", file=sys.stderr)

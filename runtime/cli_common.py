@@ -50,7 +50,25 @@ def tflite_bool(text: str) -> bool:
     return value in ("true", "1")
 
 
+def memory_mb(text: str) -> int:
+    """--memory_limit_mb: megabytes (a positive number), as bytes."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of megabytes, not {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError("must be a positive number of megabytes")
+    return max(1, int(value * (1 << 20)))
+
+
+def add_memory_flag(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--memory_limit_mb", type=memory_mb, default=None, metavar="MB",
+                    help="refuse a model whose tensors, scratch and delegate buffers need more than this "
+                         "(default: half of physical memory, or $DTB_MEMORY_LIMIT_MB)")
+
+
 def add_model_flags(sp: argparse.ArgumentParser) -> None:
+    add_memory_flag(sp)
     sp.add_argument("--graph", help="path to a .tflite model")
     sp.add_argument("--zoo", help="zoo model name instead of a file (see `dtb list models`)")
     sp.add_argument("--zoo_args", default="", metavar="K=V,...", help="zoo builder arguments, e.g. alpha=0.5")

@@ -63,6 +63,14 @@ class DType(enum.Enum):
         raise ModelError(f"no TFLite tensor type for NumPy dtype {dtype}")
 
 
+def printable(text: str, most: int = 120) -> str:
+    """A name from a file as messages show it: control characters escaped (an error stays one
+    line), and cut short when it is very long."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= most else text[:most] + "..."
+
+
 @dataclass(frozen=True)
 class QuantParams:
     """Affine quantization real = scale * (q - zero_point); per-channel along `axis` when len > 1."""
@@ -146,12 +154,18 @@ class Graph:
     outputs: tuple[int, ...]
     name: str = "model"
     signatures: tuple[Signature, ...] = ()
+    source: str = ""  # the file it was read from, named in error messages
+
+    @property
+    def label(self) -> str:
+        """What messages call the model: its file, else its name."""
+        return self.source or self.name
 
     def describe_op(self, index: int) -> str:
-        return f"op #{index} {self.ops[index].name}"
+        return f"op #{index} {printable(self.ops[index].name)}"
 
     def describe_tensor(self, index: int) -> str:
-        return f"tensor #{index} '{self.tensors[index].name}'"
+        return f"tensor #{index} '{printable(self.tensors[index].name)}'"
 
     def producers(self) -> dict[int, int]:
         """Tensor index -> index of the op that writes it."""

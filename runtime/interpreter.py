@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
 import numpy as np
 
-from runtime import tflite_io
+from runtime import memory, opcheck, tflite_io
 from runtime.errors import ModelError
 from runtime.graph import Graph, Tensor
 from runtime.ops import Node, select_kernel
@@ -32,7 +33,10 @@ class Interpreter:
                  experimental_delegates: list | None = None, num_threads: int | None = None,
                  experimental_op_resolver_type: Any = OpResolverType.AUTO,
                  experimental_preserve_all_tensors: bool = False, graph: Graph | None = None,
-                 device: Any = None, timing_only: bool = False, soc: Any = None, stream: int = 0, **_: Any):
+                 device: Any = None, timing_only: bool = False, soc: Any = None, stream: int = 0,
+                 memory_limit: int | None = None, **_: Any):
+        """`memory_limit`: bytes the plan may need (activations, constants, scratch, delegate
+        buffers), checked before anything is allocated; None: runtime.memory.default_limit()."""
         sources = [s is not None for s in (model_path, model_content, graph)]
         if sum(sources) == 0:
             raise ValueError("`model_path` or `model_content` must be specified.")
@@ -43,16 +47,25 @@ class Interpreter:
                 raise ValueError("type of num_threads should be int")
             if num_threads < 1 and num_threads != -1:
                 raise ValueError("num_threads should >= 1")
+        self._limit = memory.resolve_limit(memory_limit)
         if graph is None:
-            graph = tflite_io.load(model_path) if model_path is not None else tflite_io.loads(model_content)
+            graph = (tflite_io.load(model_path, self._limit) if model_path is not None
+                     else tflite_io.loads(model_content, memory_limit=self._limit))
         self._graph = graph
+        with _named(graph):
+            checked = _validated(graph)
         self._threads = 1 if num_threads in (None, -1) else num_threads
         # The simulated phone gets the threads asked for (-1: all its big cores); the host's math
         # never uses more threads than the host has, or BLAS would thrash.
         self._host_threads = max(1, min(self._threads, os.cpu_count() or 1))
         sim_threads = 64 if num_threads == -1 else self._threads
-        self._folded, self._plan = _split_constant(graph, self._build_plan(graph))
+        with _named(graph):
+            self._folded, self._plan = _split_constant(graph, self._build_plan(graph))
+            # Before anything is allocated (delegates prepare below): the plan's bytes, held to the limit.
+            self._need = memory.plan_need(graph, checked.shapes)
+            memory.check_need(self._need, self._limit, graph.label)
         self._shapes = [t.shape for t in graph.tensors]
+        self._guard = checked.deferred  # ops whose output shapes hang on values seen only at run time
         self._resized = False
         self._values: list[np.ndarray | None] | None = None
         self._sim = None
@@ -61,6 +74,10 @@ class Interpreter:
 
             self._sim = make_simulation(graph, list(experimental_delegates or []), device, soc,
                                         sim_threads, timing_only, stream)
+            delegated = _delegated_ops(self._sim)
+            if delegated:
+                self._need = memory.plan_need(graph, checked.shapes, delegated)
+                memory.check_need(self._need, self._limit, graph.label, "the model with its delegates")
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -89,6 +106,13 @@ class Interpreter:
     # -- LiteRT API -----------------------------------------------------------------------------
 
     def allocate_tensors(self) -> None:
+        if self._resized:  # new input shapes: check every op and the bytes again before allocating
+            with _named(self._graph):
+                checked = opcheck.check_graph(self._graph, {t: self._shapes[t] for t in self._graph.inputs},
+                                              strict=False)
+                self._need = memory.plan_need(self._graph, checked.shapes, _delegated_ops(self._sim))
+                memory.check_need(self._need, self._limit, self._graph.label, "the model at the new input shapes")
+            self._guard = frozenset(range(len(self._graph.ops)))
         values: list[np.ndarray | None] = [None] * len(self._graph.tensors)
         for t, tensor in enumerate(self._graph.tensors):
             if tensor.is_constant:
@@ -179,6 +203,9 @@ class Interpreter:
         if t not in self._graph.inputs:
             raise ValueError(f"tensor {t} is not an input of the model")
         size = tuple(int(d) for d in np.asarray(tensor_size).reshape(-1))
+        if any(d < 0 for d in size) or len(size) > tflite_io.MAX_RANK:
+            raise ValueError(f"Cannot resize input {t} to {list(size)}: dimensions must be >= 0, at most "
+                             f"{tflite_io.MAX_RANK} of them")
         sig = self._graph.tensors[t].shape_signature
         if strict and sig is not None:
             for d, (new, s) in enumerate(zip(size, sig)):
@@ -240,22 +267,85 @@ class Interpreter:
         set_num_threads(self._host_threads)
         values = self._values
         check = not self._resized
+        guard = self._guard
         for kernel, node, ins, outs in plan:
+            if guard and node.index in guard:
+                self._precheck(node, check)
             args = [values[t] if t >= 0 else None for t in ins]
             while args and args[-1] is None:
                 args.pop()
             try:
                 result = kernel(node, *args)
-            except ModelError:
-                raise
-            except (ValueError, IndexError, TypeError, FloatingPointError) as exc:
-                raise node.fail(f"{type(exc).__name__}: {exc}") from exc
+            except ModelError as exc:
+                raise _prefixed(exc, self._graph) from None
+            except (ArithmeticError, LookupError, ValueError, TypeError, AttributeError) as exc:
+                raise _prefixed(node.fail(f"{type(exc).__name__}: {exc}"), self._graph) from exc
             if not isinstance(result, tuple):
                 result = (result,)
             if len(result) != len(outs):
-                raise node.fail(f"kernel produced {len(result)} outputs, the op declares {len(outs)}")
+                raise _prefixed(node.fail(f"kernel produced {len(result)} outputs, the op declares {len(outs)}"),
+                                self._graph)
             for t, value in zip(outs, result):
                 values[t] = _conform(node, t, np.asarray(value), check)
+
+    def _precheck(self, node: Node, strict: bool) -> None:
+        """An op whose output shapes depend on values (a RESHAPE fed a computed shape) or on
+        resized inputs: check it on the values it is about to read, and the bytes its outputs and
+        scratch will take, before its kernel allocates anything."""
+        graph, values, i = self._graph, self._values, node.index
+        shape_of = lambda t: values[t].shape if values[t] is not None else self._shapes[t]  # noqa: E731
+        with _named(graph):
+            outs, _ = opcheck.check_op(graph, i, shape_of, values.__getitem__)
+            op = graph.ops[i]
+            for t, shape in zip(op.outputs, outs):
+                tensor = graph.tensors[t]
+                if strict and shape is not None and shape != tensor.shape and not tensor.is_dynamic:
+                    raise node.fail(f"output {graph.describe_tensor(t)} is declared {list(tensor.shape)}, "
+                                    f"but the op computes {list(shape)} from its inputs")
+            grown = {t: s for t, s in zip(op.outputs, outs) if s is not None}
+            scratch = sum(memory.op_scratch(graph, i, lambda t: grown[t] if t in grown else shape_of(t)))
+            before = sum(memory.tensor_bytes(shape_of(t), graph.tensors[t].dtype.np.itemsize) for t in grown)
+            after = sum(memory.tensor_bytes(s, graph.tensors[t].dtype.np.itemsize) for t, s in grown.items())
+            total = self._need.total - before + after + scratch
+            if total > self._limit:
+                raise node.fail(f"its outputs {[list(s) for s in grown.values()]} and scratch would bring the "
+                                f"model to {memory.format_bytes(total)}, above the memory limit of "
+                                f"{memory.format_bytes(self._limit)}")
+
+
+def _prefixed(exc: ModelError, graph: Graph) -> ModelError:
+    """The error naming the model's file first, as the reader's errors do."""
+    label = graph.label
+    text = str(exc)
+    return exc if text.startswith(f"{label}:") else ModelError(f"{label}: {text}")
+
+
+@contextlib.contextmanager
+def _named(graph: Graph):
+    """Re-raise a ModelError raised inside the block with the model's file in front."""
+    try:
+        yield
+    except ModelError as exc:
+        named = _prefixed(exc, graph)
+        if named is exc:
+            raise
+        raise named from None
+
+
+def _validated(graph: Graph) -> "opcheck.Checked":
+    """The op checks' findings; a graph not read from a file (nor validated) is validated first."""
+    if not opcheck.is_checked(graph):
+        graph.validate()
+    return opcheck.checked(graph)
+
+
+def _delegated_ops(sim) -> list[int]:
+    """Op indices the simulation's delegates run (their tensors are held again by the delegate)."""
+    if sim is None:
+        return []
+    from runtime.delegation import DelegateStep
+
+    return [i for step in sim.delegation.plan if isinstance(step, DelegateStep) for i in step.partition.nodes]
 
 
 # Quantized element types the kernels implement: 8-bit values, int32 biases (and int8 weights).

@@ -255,3 +255,18 @@ FOR_OP: dict[str, type] = {
     "DEPTH_TO_SPACE": DepthToSpaceOptions, "SPACE_TO_DEPTH": SpaceToDepthOptions,
     "CAST": CastOptions, "UNIDIRECTIONAL_SEQUENCE_LSTM": UnidirectionalSequenceLSTMOptions,
 }
+
+
+_DEFAULTS: dict[str, object] = {}
+
+
+def options_or_default(op_name: str, options):
+    """An op's options, or its class's defaults when none are stored (None for ops without a class)."""
+    if options is not None:
+        return options
+    try:
+        return _DEFAULTS[op_name]
+    except KeyError:
+        cls = FOR_OP.get(op_name)
+        value = _DEFAULTS[op_name] = cls() if cls else None
+        return value

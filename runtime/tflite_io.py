@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import enum
 import importlib
+import math
 import os
 import struct
 
 import numpy as np
 
 from runtime.errors import ModelError
-from runtime.graph import DType, Graph, Op, QuantParams, Signature, Tensor
+from runtime.graph import DType, Graph, Op, QuantParams, Signature, Tensor, printable
 from runtime.optypes import OpType
 from runtime.options import FOR_OP, TABLES, GenericOptions
 
@@ -22,28 +23,35 @@ except ImportError as exc:  # pragma: no cover - install problem
     raise ImportError("the 'tflite' package is required to read .tflite files: pip install tflite") from exc
 
 _UNION_NAMES = {v: k for k, v in vars(_UNION).items() if not k.startswith("_")}
-_PARSE_ERRORS = (IndexError, struct.error, ValueError, TypeError, UnicodeDecodeError, AttributeError)
+# What the generated accessors raise on a damaged flatbuffer (offsets past the end, garbled vtables).
+_PARSE_ERRORS = (IndexError, KeyError, struct.error, ValueError, TypeError, UnicodeDecodeError, AttributeError,
+                 OverflowError)
+# TFLite's kernels handle up to 6 dimensions; NumPy stops at 64. Beyond this a shape is damage.
+MAX_RANK = 16
 
 
-def load(path: str | os.PathLike) -> Graph:
-    """Read a .tflite file from disk."""
+def load(path: str | os.PathLike, memory_limit: int | None = None) -> Graph:
+    """Read a .tflite file from disk. `memory_limit` (bytes) bounds what densifying sparse
+    constants may allocate; None: runtime.memory's default."""
     path = os.fspath(path)
     try:
         with open(path, "rb") as f:
             content = f.read()
     except OSError as exc:
         raise ModelError(f"cannot read model file {path}: {exc.strerror}") from None
-    return loads(content, source=path)
+    return loads(content, source=path, memory_limit=memory_limit)
 
 
-def loads(content: bytes, source: str = "<model content>") -> Graph:
+def loads(content: bytes, source: str = "<model content>", memory_limit: int | None = None) -> Graph:
     """Read a .tflite model from bytes; `source` names it in error messages."""
+    from runtime.memory import resolve_limit
+
     buf = bytearray(content) if not isinstance(content, bytearray) else content
     if len(buf) < 8 or bytes(buf[4:8]) != b"TFL3":
         raise ModelError(f"{source} is not a TFLite model (no 'TFL3' file identifier; "
                          f"{len(buf)} bytes)")
     try:
-        return _Reader(buf, source).graph()
+        return _Reader(buf, source, resolve_limit(memory_limit)).graph()
     except ModelError:
         raise
     except _PARSE_ERRORS as exc:
@@ -60,22 +68,46 @@ def _camel(name: str) -> str:
 
 
 class _Reader:
-    def __init__(self, buf: bytearray, source: str):
-        self.buf, self.source = buf, source
+    def __init__(self, buf: bytearray, source: str, memory_limit: int):
+        self.buf, self.source, self.memory_limit = buf, source, memory_limit
         self.model = tflite.Model.GetRootAs(buf, 0)
+        self.buffers = 0
+
+    def _count(self, n: int, what: str) -> int:
+        """A vector length read from the file: each entry takes at least 4 bytes of it, so a longer
+        one is damage (and would otherwise make the reader loop for a long time)."""
+        if not 0 <= n <= len(self.buf) // 4:
+            raise ModelError(f"{self.source} is malformed: {what} claims {n} entries, more than its "
+                             f"{len(self.buf)} bytes can hold")
+        return n
+
+    def _each(self, n: int, what: str, read):
+        """read(i) for each entry; a damaged one is a ModelError naming it."""
+        out = []
+        for i in range(self._count(n, what)):
+            try:
+                out.append(read(i))
+            except ModelError:
+                raise
+            except _PARSE_ERRORS as exc:
+                raise ModelError(f"{self.source} is truncated or malformed at {what} #{i}: "
+                                 f"{type(exc).__name__}: {exc}") from None
+        return out
 
     def graph(self) -> Graph:
         m = self.model
         if m.SubgraphsLength() < 1:
             raise ModelError(f"{self.source} has no subgraph")
+        self._count(m.SubgraphsLength(), "the subgraph list")
+        self.buffers = self._count(m.BuffersLength(), "the buffer list")
         sg = m.Subgraphs(0)
-        codes = [self._opcode(i) for i in range(m.OperatorCodesLength())]
-        tensors = tuple(self._tensor(sg, i) for i in range(sg.TensorsLength()))
-        ops = tuple(self._op(sg.Operators(i), i, codes) for i in range(sg.OperatorsLength()))
+        codes = self._each(m.OperatorCodesLength(), "operator code", self._opcode)
+        tensors = tuple(self._each(sg.TensorsLength(), "tensor", lambda i: self._tensor(sg, i)))
+        ops = tuple(self._each(sg.OperatorsLength(), "op", lambda i: self._op(sg.Operators(i), i, codes)))
         name = (sg.Name() or b"").decode("utf-8", "replace") or os.path.basename(self.source)
         graph = Graph(tensors=tensors, ops=ops, inputs=tuple(int(t) for t in _numpy(sg.InputsAsNumpy())),
                       outputs=tuple(int(t) for t in _numpy(sg.OutputsAsNumpy())), name=name,
-                      signatures=self._signatures())
+                      signatures=self._signatures(), source=self.source)
         try:
             return graph.validate()
         except ModelError as exc:
@@ -88,14 +120,17 @@ class _Reader:
         custom = oc.CustomCode()
         return code, oc.Version(), custom.decode("utf-8", "replace") if custom else None
 
-    def _buffer(self, index: int, tensor_name: str) -> np.ndarray | None:
-        if index <= 0 or index >= self.model.BuffersLength():
+    def _buffer(self, index: int, what: str) -> np.ndarray | None:
+        if index >= self.buffers and (index or self.buffers):  # LiteRT refuses it too
+            raise ModelError(f"{self.source}: {what} refers to buffer {index}, but the model has "
+                             f"{self.buffers} buffers")
+        if index == 0:  # buffer 0 is the empty sentinel
             return None
         b = self.model.Buffers(index)
         if b.Offset() > 1:  # large models keep buffers after the flatbuffer
             start, size = b.Offset(), b.Size()
             if start + size > len(self.buf):
-                raise ModelError(f"{self.source} is truncated: buffer of tensor '{tensor_name}' "
+                raise ModelError(f"{self.source} is truncated: buffer {index} of {what} "
                                  f"ends at byte {start + size}, file has {len(self.buf)}")
             return np.frombuffer(bytes(self.buf[start:start + size]), np.uint8)
         data = _numpy(b.DataAsNumpy())
@@ -104,20 +139,24 @@ class _Reader:
     def _tensor(self, sg, i: int) -> Tensor:
         t = sg.Tensors(i)
         name = (t.Name() or b"").decode("utf-8", "replace")
+        what = f"tensor #{i} '{printable(name)}'"
         try:
             dtype = DType.from_code(t.Type())
         except ModelError:
-            raise ModelError(f"{self.source}: tensor #{i} '{name}' has unknown type code {t.Type()}") from None
+            raise ModelError(f"{self.source}: {what} has unknown type code {t.Type()}") from None
         shape = tuple(int(d) for d in _numpy(t.ShapeAsNumpy()))
+        if len(shape) > MAX_RANK or any(d < 0 for d in shape):
+            raise ModelError(f"{self.source}: {what} has shape {list(shape) if len(shape) <= 64 else '...'} "
+                             f"(rank {len(shape)}); dimensions must be >= 0, at most {MAX_RANK} of them")
         sig = _numpy(t.ShapeSignatureAsNumpy())
-        raw = self._buffer(t.Buffer(), name)
+        raw = self._buffer(t.Buffer(), what)
         data = None
         if t.Sparsity() is not None:
-            data = _densify(t.Sparsity(), shape, dtype, raw, f"{self.source}: tensor #{i} '{name}'")
+            data = _densify(t.Sparsity(), shape, dtype, raw, f"{self.source}: {what}", self.memory_limit)
         elif raw is not None and dtype.np != np.object_ and dtype is not DType.INT4:
-            count = int(np.prod(shape, dtype=np.int64))
+            count = math.prod(shape)
             if raw.size != count * dtype.np.itemsize:
-                raise ModelError(f"{self.source}: tensor #{i} '{name}' has {raw.size} bytes of data, "
+                raise ModelError(f"{self.source}: {what} has {raw.size} bytes of data, "
                                  f"shape {list(shape)} of {dtype.name} needs {count * dtype.np.itemsize}")
             data = raw.view(dtype.np.newbyteorder("<")).astype(dtype.np, copy=False).reshape(shape)
         return Tensor(name=name, shape=shape, dtype=dtype, quant=self._quant(t, i, name), data=data,
@@ -129,13 +168,13 @@ class _Reader:
         if q is None:
             return None
         if q.DetailsType() != 0:
-            raise ModelError(f"{self.source}: tensor #{i} '{name}' uses custom quantization details "
+            raise ModelError(f"{self.source}: tensor #{i} '{printable(name)}' uses custom quantization details "
                              f"(type {q.DetailsType()}), which the testbed does not support")
         scale, zero = _numpy(q.ScaleAsNumpy()), _numpy(q.ZeroPointAsNumpy())
         if not scale.size:
             return None
         if zero.size not in (0, scale.size):
-            raise ModelError(f"{self.source}: tensor #{i} '{name}' has {scale.size} scales but "
+            raise ModelError(f"{self.source}: tensor #{i} '{printable(name)}' has {scale.size} scales but "
                              f"{zero.size} zero points")
         zero = zero if zero.size else np.zeros(scale.size, np.int64)
         return QuantParams(scale=tuple(float(s) for s in scale), zero_point=tuple(int(z) for z in zero),
@@ -154,10 +193,14 @@ class _Reader:
                              f"schema version") from None
         return Op(type=op_type, inputs=tuple(int(t) for t in _numpy(o.InputsAsNumpy())),
                   outputs=tuple(int(t) for t in _numpy(o.OutputsAsNumpy())),
-                  options=self._options(o, op_type), version=version, custom_code=custom)
+                  options=self._options(o, op_type, i), version=version, custom_code=custom)
 
-    def _options(self, o, op_type: OpType):
-        union = _UNION_NAMES.get(o.BuiltinOptionsType(), "NONE")
+    def _options(self, o, op_type: OpType, i: int):
+        code = o.BuiltinOptionsType()
+        union = _UNION_NAMES.get(code)
+        if union is None:
+            raise ModelError(f"{self.source}: op #{i} {op_type.name}: builtin_options_type {code} is not an "
+                             f"options table of the schema")
         cls = TABLES.get(union) or (FOR_OP.get(op_type.name) if union == "NONE" else None)
         table = o.BuiltinOptions()
         if table is None or union == "NONE":
@@ -166,17 +209,25 @@ class _Reader:
         fb.Init(table.Bytes, table.Pos)
         if cls is None:
             return _generic(union, fb)
-        return cls(**{f.name: _field(fb, f.name, f.default) for f in dataclasses.fields(cls)})
+        values = {}
+        for f in dataclasses.fields(cls):
+            try:
+                values[f.name] = _field(fb, f.name, f.default)
+            except ValueError as exc:  # an enum value the schema does not define
+                raise ModelError(f"{self.source}: op #{i} {op_type.name}: {union}.{f.name}: {exc}") from None
+        return cls(**values)
 
     def _signatures(self) -> tuple[Signature, ...]:
+        def pairs(n, get):
+            return tuple(((get(j).Name() or b"").decode("utf-8", "replace"), int(get(j).TensorIndex()))
+                         for j in range(self._count(n, "a signature's tensor list")))
+
         sigs = []
-        for k in range(self.model.SignatureDefsLength()):
+        for k in range(self._count(self.model.SignatureDefsLength(), "the signature list")):
             s = self.model.SignatureDefs(k)
             if s.SubgraphIndex() != 0:
                 continue
-            pairs = lambda n, get: tuple(  # noqa: E731
-                ((get(j).Name() or b"").decode(), int(get(j).TensorIndex())) for j in range(n))
-            sigs.append(Signature(key=(s.SignatureKey() or b"").decode(),
+            sigs.append(Signature(key=(s.SignatureKey() or b"").decode("utf-8", "replace"),
                                   inputs=pairs(s.InputsLength(), s.Inputs),
                                   outputs=pairs(s.OutputsLength(), s.Outputs)))
         return tuple(sigs)
@@ -212,7 +263,8 @@ def _generic(union: str, fb) -> GenericOptions:
     return GenericOptions(table=union, fields=tuple(fields))
 
 
-def _densify(sparsity, shape: tuple[int, ...], dtype: DType, raw: np.ndarray | None, what: str) -> np.ndarray:
+def _densify(sparsity, shape: tuple[int, ...], dtype: DType, raw: np.ndarray | None, what: str,
+             memory_limit: int | None = None) -> np.ndarray:
     """A sparse constant (TFLite SparsityParameters) expanded to its dense shape, as LiteRT's
     DENSIFY does (kernels/internal/utils/sparsity_format_converter.cc: Populate). Each traversal
     level is either DENSE or SPARSE_CSR; the levels past the tensor's rank are the block
@@ -227,6 +279,14 @@ def _densify(sparsity, shape: tuple[int, ...], dtype: DType, raw: np.ndarray | N
     values = raw.view(dtype.np.newbyteorder("<")).astype(dtype.np, copy=False)
     rank = len(shape)
     order = [int(v) for v in _numpy(sparsity.TraversalOrderAsNumpy())]
+    # The dense values, plus an int64 index per value and level while the levels are expanded.
+    work = math.prod(shape) * (dtype.np.itemsize + 8 * (len(order) + 2))
+    if memory_limit is None:
+        from runtime.memory import default_limit
+
+        memory_limit = default_limit()
+    if work > memory_limit:
+        raise bad(f"densifying shape {list(shape)} takes {work} bytes, above the memory limit of {memory_limit}")
     block_map = [int(v) for v in _numpy(sparsity.BlockMapAsNumpy())]
     levels = len(order)
     if levels != rank + len(block_map) or sorted(order) != list(range(levels)) \
@@ -271,7 +331,7 @@ def _densify(sparsity, shape: tuple[int, ...], dtype: DType, raw: np.ndarray | N
     for level in range(rank, levels):
         j = order[level] - rank
         index[block_map[j]] = index[block_map[j]] * blocks[j] + coords[level]
-    dense = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype.np)
+    dense = np.zeros(math.prod(shape), dtype.np)
     dense[np.ravel_multi_index(index, shape)] = values
     return dense.reshape(shape)
 

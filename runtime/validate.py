@@ -2,22 +2,55 @@
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from runtime.errors import ModelError
-from runtime.optypes import OpType
-
-_ELEMENTWISE = {OpType.ADD, OpType.SUB, OpType.MUL, OpType.DIV, OpType.MAXIMUM, OpType.MINIMUM,
-                OpType.SQUARED_DIFFERENCE}
+from runtime.graph import printable
+from runtime.opcheck import checked
 
 
 def validate_graph(graph) -> None:
     n = len(graph.tensors)
     _check_indices(graph, n)
+    _check_tensors(graph)
     _check_constants(graph)
     _check_dataflow(graph)
-    for i, op in enumerate(graph.ops):
-        _check_shapes(graph, i, op)
+    checked(graph)  # every op a kernel runs: inputs, options, quantization, output shapes
+
+
+# TFLite's kernels handle up to 6 dimensions; NumPy stops at 64. Beyond this a shape is damage.
+MAX_RANK = 16
+# No tensor this large fits any memory; the bound keeps element counts exact in float64 too.
+MAX_ELEMENTS = 2**48
+
+
+def _check_tensors(graph) -> None:
+    for t, tensor in enumerate(graph.tensors):
+        shape = tensor.shape
+        if len(shape) > MAX_RANK:
+            raise ModelError(f"{graph.describe_tensor(t)} has rank {len(shape)}; at most {MAX_RANK} is supported")
+        if any(d < 0 for d in shape):
+            raise ModelError(f"{graph.describe_tensor(t)} has shape {list(shape)}; dimensions must be >= 0")
+        if math.prod(shape) > MAX_ELEMENTS:
+            raise ModelError(f"{graph.describe_tensor(t)} has shape {list(shape)}: "
+                             f"{math.prod(shape)} elements, more than any memory holds")
+        q = tensor.quant
+        if q is None:
+            continue
+        if len(q.scale) != len(q.zero_point) or not q.scale:
+            raise ModelError(f"{graph.describe_tensor(t)} has {len(q.scale)} quantization scales but "
+                             f"{len(q.zero_point)} zero points")
+        if not all(math.isfinite(s) for s in q.scale):
+            raise ModelError(f"{graph.describe_tensor(t)} has a non-finite quantization scale")
+        if len(q.scale) > 1 and not (0 <= q.axis < len(shape) and shape[q.axis] == len(q.scale)):
+            raise ModelError(f"{graph.describe_tensor(t)} of shape {list(shape)} has {len(q.scale)} "
+                             f"per-channel scales along dimension {q.axis}")
+    for s in graph.signatures:
+        for kind, pairs in (("input", s.inputs), ("output", s.outputs)):
+            for name, t in pairs:
+                if not 0 <= t < len(graph.tensors):
+                    raise ModelError(f"signature '{printable(s.key)}' {kind} '{printable(name)}' refers to tensor "
+                                     f"#{t}, but the graph has {len(graph.tensors)} tensors")
 
 
 def _check_indices(graph, n: int) -> None:
@@ -36,7 +69,7 @@ def _check_indices(graph, n: int) -> None:
 
 def _check_constants(graph) -> None:
     for t, tensor in enumerate(graph.tensors):
-        if tensor.data is not None and tensor.data.size != int(np.prod(tensor.shape, dtype=np.int64)):
+        if tensor.data is not None and tensor.data.size != math.prod(tensor.shape):
             raise ModelError(f"{graph.describe_tensor(t)}: constant data has {tensor.data.size} "
                              f"elements but shape {list(tensor.shape)}")
 
@@ -64,27 +97,3 @@ def _check_dataflow(graph) -> None:
             raise ModelError(f"graph output {graph.describe_tensor(t)} is never produced")
 
 
-def _shape(graph, t: int) -> tuple[int, ...]:
-    return graph.tensors[t].shape
-
-
-def _check_shapes(graph, i: int, op) -> None:
-    ins = [t for t in op.inputs]
-    if op.type in _ELEMENTWISE and len(ins) == 2 and min(ins) >= 0:
-        a, b = _shape(graph, ins[0]), _shape(graph, ins[1])
-        try:
-            np.broadcast_shapes(a, b)
-        except ValueError:
-            raise ModelError(f"{graph.describe_op(i)}: shapes {list(a)} of {graph.describe_tensor(ins[0])} "
-                             f"and {list(b)} of {graph.describe_tensor(ins[1])} do not broadcast") from None
-    elif op.type is OpType.CONV_2D and len(ins) >= 2:
-        x, w = _shape(graph, ins[0]), _shape(graph, ins[1])
-        if len(x) == 4 and len(w) == 4 and w[3] and x[3] % w[3]:
-            raise ModelError(f"{graph.describe_op(i)}: input {graph.describe_tensor(ins[0])} has {x[3]} "
-                             f"channels but filter {graph.describe_tensor(ins[1])} expects {w[3]}")
-    elif op.type is OpType.FULLY_CONNECTED and len(ins) >= 2:
-        x, w = _shape(graph, ins[0]), _shape(graph, ins[1])
-        if len(w) == 2 and x and int(np.prod(x)) % w[1]:
-            raise ModelError(f"{graph.describe_op(i)}: input {graph.describe_tensor(ins[0])} of shape "
-                             f"{list(x)} does not split into rows of {w[1]} for weights "
-                             f"{graph.describe_tensor(ins[1])}")

@@ -67,7 +67,8 @@ def test_unknown_op_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "runtime.cli", "infer", "--graph", str(path)],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == "dtb infer: error: op #0 GELU (version 1, FLOAT32) is not supported by the testbed's reference kernels"
+    assert proc.stderr.strip() == (f"dtb infer: error: {path}: op #0 GELU (version 1, FLOAT32) is not supported "
+                                   f"by the testbed's reference kernels")
 
 
 def test_infer_shows_quantized_outputs_as_real_values(tmp_path, capsys):

@@ -9,7 +9,7 @@ import numpy as np
 
 from runtime.errors import ModelError
 from runtime.graph import Graph, Op, Tensor
-from runtime.options import Activation, Padding
+from runtime.options import Activation, Padding, options_or_default
 
 Kernel = Callable[..., Any]
 
@@ -25,7 +25,9 @@ class Node:
 
     @property
     def options(self) -> Any:
-        return self.op.options
+        """The op's options; its type's defaults where a graph built in code stores none."""
+        o = self.op.options
+        return o if o is not None else options_or_default(self.op.type.name, None)
 
     def input(self, k: int) -> Tensor | None:
         t = self.op.inputs[k] if k < len(self.op.inputs) else -1

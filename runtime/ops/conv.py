@@ -94,10 +94,12 @@ def conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = 
     return activate(out.reshape(shape), node.options.fused_activation_function)
 
 
-def _phases(node: Node, x: np.ndarray, pads, sh: int, sw: int, pad_value: float) -> dict[tuple[int, int], np.ndarray]:
+def _phases(node: Node, x: np.ndarray, pads, sh: int, sw: int, pad_value: float,
+            needed: set[tuple[int, int]]) -> dict[tuple[int, int], np.ndarray]:
     """Split the padded input into stride phases, so that every tap becomes a stride-1 window
     whose (width, channel) axes merge into one long contiguous row for NumPy's inner loop.
-    Each phase plane is filled straight from x (no padded copy first); borders are kept."""
+    Each phase plane is filled straight from x (no padded copy first); borders are kept. Only
+    the `needed` phases are built (a stride above the filter size leaves most unread)."""
     if sh == sw == 1:
         return {(0, 0): _padded(node, x, pads, pad_value)}
     pt, pb, pl, pr = pads
@@ -109,14 +111,13 @@ def _phases(node: Node, x: np.ndarray, pads, sh: int, sw: int, pad_value: float)
         return -(-(total - p) // stride), first, p + first * stride - before
 
     planes = {}
-    for py in range(sh):
+    for py, px in sorted(needed):
         ph, j0, r0 = along(py, pt, h, h + pt + pb, sh)
-        for px in range(sw):
-            pw, i0, c0 = along(px, pl, w, w + pl + pr, sw)
-            plane = node.buffer(f"phase{py},{px}", (n, ph, pw, c), np.float32, fill=pad_value)
-            inner = x[:, r0::sh, c0::sw] if r0 < h and c0 < w else x[:, :0, :0]
-            plane[:, j0:j0 + inner.shape[1], i0:i0 + inner.shape[2]] = inner
-            planes[(py, px)] = plane
+        pw, i0, c0 = along(px, pl, w, w + pl + pr, sw)
+        plane = node.buffer(f"phase{py},{px}", (n, ph, pw, c), np.float32, fill=pad_value)
+        inner = x[:, r0::sh, c0::sw] if r0 < h and c0 < w else x[:, :0, :0]
+        plane[:, j0:j0 + inner.shape[1], i0:i0 + inner.shape[2]] = inner
+        planes[(py, px)] = plane
     return planes
 
 
@@ -138,7 +139,8 @@ def depthwise_sums(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | 
         x = np.repeat(x, mult, axis=3)  # output channel c*mult+m reads input channel c
     oh, ow, pads = _geometry(node, x.shape, kh, kw)
     sh, sw, dh, dw = o.stride_h, o.stride_w, o.dilation_h_factor, o.dilation_w_factor
-    planes = _phases(node, x, pads, sh, sw, pad_value)
+    planes = _phases(node, x, pads, sh, sw, pad_value,
+                     {(ky * dh % sh, kx * dw % sw) for ky in range(kh) for kx in range(kw)})
     # Per tap: (plane, row offset, column offset, weights tiled along the output row).
     wrow = node.cached("wrow", lambda: np.tile(w[0][:, :, None, :].astype(np.float32), (1, 1, ow, 1))
                        .reshape(kh, kw, ow * cout))

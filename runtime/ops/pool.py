@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from runtime.opcheck import pool_taps
 from runtime.ops.base import Node, activate, out_size, pad_before
 
 
@@ -12,11 +13,15 @@ def _windows(node: Node, x: np.ndarray, fill: float):
     kh, kw, sh, sw = o.filter_height, o.filter_width, o.stride_h, o.stride_w
     _, h, w, _ = x.shape
     oh, ow = out_size(o.padding, h, kh, sh), out_size(o.padding, w, kw, sw)
-    pt, pb = pad_before(o.padding, h, kh, sh)
-    pl, pr = pad_before(o.padding, w, kw, sw)
-    xp = np.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)), constant_values=fill) if pt + pb + pl + pr else x
-    views = [xp[:, ky:ky + sh * (oh - 1) + 1:sh, kx:kx + sw * (ow - 1) + 1:sw, :]
-             for ky in range(kh) for kx in range(kw)]
+    pt, _ = pad_before(o.padding, h, kh, sh)
+    pl, _ = pad_before(o.padding, w, kw, sw)
+    # Only the taps that reach the image (all of them, unless the window is larger than it).
+    y0, y1, top, bottom = pool_taps(h, oh, kh, sh, pt)
+    x0, x1, left, right = pool_taps(w, ow, kw, sw, pl)
+    pads = ((0, 0), (top, bottom), (left, right), (0, 0))
+    xp = np.pad(x, pads, constant_values=fill) if top + bottom + left + right else x
+    views = [xp[:, r:r + sh * (oh - 1) + 1:sh, c:c + sw * (ow - 1) + 1:sw, :]
+             for r in range(y0 - pt + top, y1 - pt + top) for c in range(x0 - pl + left, x1 - pl + left)]
     return views, (h, w, oh, ow, pt, pl)
 
 
