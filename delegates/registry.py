@@ -1,5 +1,6 @@
 """Delegate providers: TFLite benchmark/registrar flags or scenario names -> delegates, plus external
-delegates loaded from "package.module:factory"."""
+delegates loaded from "package.module:factory" and installed plugins (entry points of the group
+`delegate_testbed.delegates`)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ import inspect
 import typing
 from typing import Any, Callable, Mapping, Sequence
 
-from delegates.api import Delegate, DelegateError
+from delegates import guard
+from delegates.api import Delegate, DelegateError, DelegateOptions
 from delegates.coreml import CoreMlDelegate, CoreMlDevices, CoreMlOptions
 from delegates.gpu import GpuBackend, GpuDelegate, GpuOptions, InferencePreference, Priority
 from delegates.hexagon import HexagonDelegate, HexagonOptions
 from delegates.nnapi import ExecutionPreference, NnapiDelegate, NnapiOptions
 
-__all__ = ["BUILTIN", "CLASSES", "make_delegate", "parse_flags", "load_external", "parse_external_options"]
+__all__ = ["BUILTIN", "CLASSES", "PLUGIN_GROUP", "make_delegate", "parse_flags", "load_external", "load_plugin",
+           "plugin_names", "parse_external_options", "check_delegate"]
 
 # name -> (options class, constructor(options, profile))
 BUILTIN: dict[str, tuple[type, Callable[[Any, Any], Delegate]]] = {
@@ -230,23 +233,69 @@ def parse_external_options(text: str) -> dict[str, str]:
     return options
 
 
+PLUGIN_GROUP = "delegate_testbed.delegates"
+
+
+def _plugins() -> dict[str, Any]:
+    """Installed plugins by name: entry points of PLUGIN_GROUP (listing them imports nothing)."""
+    from importlib.metadata import entry_points
+
+    try:
+        found = entry_points(group=PLUGIN_GROUP)
+    except Exception:  # a broken installed distribution must not break the testbed
+        return {}
+    return {ep.name: ep for ep in found}
+
+
+def plugin_names() -> tuple[str, ...]:
+    """Names of the installed delegate plugins."""
+    return tuple(sorted(_plugins()))
+
+
+def load_plugin(name: str, options: Mapping[str, str] | None = None) -> Delegate:
+    """An installed plugin's factory (an entry point of PLUGIN_GROUP, as `pkg.mod:factory`), called
+    with `options` like an external delegate's."""
+    plugins = _plugins()
+    if name not in plugins:
+        shown = ", ".join(sorted(plugins)) or "none is installed"
+        raise DelegateError(f"no delegate plugin '{name}' (entry points of group {PLUGIN_GROUP}: {shown})")
+    where = f"delegate plugin '{name}' ({plugins[name].value})"
+    try:
+        factory = guard.call(f"{where}: loading", plugins[name].load)
+    except DelegateError:
+        raise
+    except Exception as exc:
+        raise DelegateError(f"{where}: cannot load: {type(exc).__name__}: {exc}") from None
+    if not callable(factory):
+        raise DelegateError(f"{where} is not callable")
+    return _make(factory, options or {}, where)
+
+
 def _factory(path: str) -> Callable[..., Any]:
     module_name, colon, attr = path.partition(":")
     if not colon or not module_name or not attr:
-        raise DelegateError(f"external delegate '{path}' must be given as package.module:factory")
+        raise DelegateError(f"external delegate '{path}' must be given as package.module:factory"
+                            f" (or the name of an installed delegate plugin)")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise DelegateError(f"external delegate '{path}': cannot import {module_name}: {exc}") from exc
+        module = guard.call(f"external delegate '{path}': importing {module_name}", importlib.import_module,
+                            module_name)
+    except DelegateError:
+        raise
+    except Exception as exc:  # ImportError, or whatever the module's own code raised
+        raise DelegateError(f"external delegate '{path}': cannot import {module_name}: "
+                            f"{type(exc).__name__}: {exc}") from None
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise DelegateError(f"external delegate '{path}': {module_name} has no callable '{attr}'")
     return factory
 
 
-def _typed_options(factory: Callable[..., Any], options: Mapping[str, str], path: str) -> dict[str, Any]:
+def _typed_options(factory: Callable[..., Any], options: Mapping[str, str], where: str) -> dict[str, Any]:
     """String values converted where the factory annotates a parameter int, float or bool."""
-    params = inspect.signature(factory).parameters
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # no signature to read (some builtins): pass the options as they are
+        return dict(options)
     try:
         hints = typing.get_type_hints(factory)
     except Exception:  # unresolvable annotations: fall back to their text
@@ -256,25 +305,74 @@ def _typed_options(factory: Callable[..., Any], options: Mapping[str, str], path
     typed = {}
     for key, value in options.items():
         if key not in params and not open_ended:
-            raise DelegateError(f"external delegate '{path}' takes no option '{key}'")
+            raise DelegateError(f"{where} takes no option '{key}'")
         kind = converters.get(hints.get(key))
-        where = f"external delegate '{path}' option '{key}'"
-        typed[key] = value if kind is None else (_bool(value, where) if kind is bool
-                                                 else _coerce(kind, value, where))
+        option = f"{where} option '{key}'"
+        typed[key] = value if kind is None else (_bool(value, option) if kind is bool
+                                                 else _coerce(kind, value, option))
     return typed
 
 
-def load_external(path: str, options: Mapping[str, str] | None = None) -> Delegate:
-    """Import the module only now, call factory(**options), and insist on a Delegate back."""
-    factory = _factory(path)
-    kwargs = _typed_options(factory, options or {}, path)
+def declares_delegate(factory: Callable[..., Any]) -> bool:
+    """Whether `factory` says, before it is called, that it makes a Delegate: it is a Delegate
+    subclass, or its return annotation is one."""
+    if isinstance(factory, type):
+        return issubclass(factory, Delegate)
     try:
-        delegate = factory(**kwargs)
+        returns = typing.get_type_hints(factory).get("return")
+    except Exception:
+        return False
+    return isinstance(returns, type) and issubclass(returns, Delegate)
+
+
+def load_external(path: str, options: Mapping[str, str] | None = None, declared: bool = False) -> Delegate:
+    """Import the module only now, call factory(**options), and insist on a Delegate back before
+    anything else of it is used. A name without ':' is an installed plugin's (load_plugin).
+
+    `declared` (a factory named by a scenario file, allowed with --allow-external-delegates): the
+    factory must also declare that it makes a Delegate (declares_delegate) or it is not called at
+    all, so a scenario naming `os:system` runs nothing even when external delegates are allowed."""
+    if ":" not in path and path in _plugins():
+        return load_plugin(path, options)
+    factory = _factory(path)
+    if declared and not declares_delegate(factory):
+        raise DelegateError(f"external delegate '{path}' does not declare that it makes a Delegate, so it is "
+                            f"not called: a factory named by a scenario must be a Delegate subclass or be "
+                            f"annotated '-> Delegate'")
+    return _make(factory, options or {}, f"external delegate '{path}'")
+
+
+def _make(factory: Callable[..., Any], options: Mapping[str, str], where: str) -> Delegate:
+    kwargs = _typed_options(factory, options, where)
+    try:
+        delegate = guard.call(f"{where}: its factory", lambda: factory(**kwargs))
     except DelegateError:
         raise
     except Exception as exc:
-        raise DelegateError(f"external delegate '{path}' failed to initialise: {exc}") from exc
+        raise DelegateError(f"{where} failed to initialise: {exc}") from exc
     if not isinstance(delegate, Delegate):
-        raise DelegateError(f"external delegate '{path}' returned {type(delegate).__name__}, "
-                            f"not a Delegate")
+        raise DelegateError(f"{where} returned {type(delegate).__name__}, not a Delegate")
+    check_delegate(delegate, where)
     return delegate
+
+
+def check_delegate(delegate: Delegate, where: str = "") -> None:
+    """DelegateError unless the attributes the framework reads are sound: `name` and `unit` non-empty
+    strings, `options` a DelegateOptions of integers."""
+    where = where or f"delegate {type(delegate).__name__}"
+    try:
+        name, unit, options = (getattr(delegate, a) for a in ("name", "unit", "options"))
+    except Exception as exc:
+        raise DelegateError(f"{where}: reading its name, unit and options failed: {type(exc).__name__}: "
+                            f"{exc}") from None
+    for attr, value in (("name", name), ("unit", unit)):
+        if not isinstance(value, str) or not value:
+            raise DelegateError(f"{where}: its {attr} must be a non-empty string, not {type(value).__name__} "
+                                f"{value!r:.40}")
+    if not isinstance(options, DelegateOptions):
+        raise DelegateError(f"{where}: its options must be a delegates.api.DelegateOptions, not "
+                            f"{type(options).__name__}")
+    for attr in ("max_delegated_partitions", "min_nodes_per_partition"):
+        value = getattr(options, attr)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise DelegateError(f"{where}: options.{attr} must be an integer, not {type(value).__name__}")

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 from dataclasses import dataclass
 
 from runtime.cli_common import (PROVIDER_NAMES, add_device_flag, add_model_flags, check_writable, cpp_float,
                                 delegate_kinds, echo_log, load_device, load_model, parse_delegate_flags,
                                 tflite_bool, to_us, uniform_inputs, write_atomic)
 from runtime.cli_profile import Stat, profile_nodes, profiling_report
+from runtime import limits
 from runtime.cli_record import benchmark_record
 from runtime.errors import TestbedError
 from runtime.interpreter import Interpreter
 from runtime.measure import measure
+from runtime.runner import strict_json
 from runtime.trace import chrome_trace
 
-__all__ = ["add_parser", "cmd_benchmark", "threads"]
+__all__ = ["add_parser", "cmd_benchmark", "threads", "delegate_budget", "count_at_most"]
 
 _INPUT_SEED = 0
 
@@ -28,18 +32,31 @@ def threads(text: str) -> int:
     return value
 
 
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return value
+def count_at_most(most: int, why: str):
+    """An argparse type: an integer in [0, most]."""
+    def count(text: str) -> int:
+        value = int(text)
+        if value < 0:
+            raise argparse.ArgumentTypeError("must be 0 or more")
+        if value > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most} ({why}), got {value}")
+        return value
+    return count
+
+
+_RUNS_WHY = "the testbed's limit: every run's trace is kept until it is measured"
 
 
 def _seconds(text: str) -> float:
     value = float(text)
-    if not value >= 0:
+    if not (value >= 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError("must be a number of seconds >= 0")
     return value
+
+
+def delegate_budget(text: str) -> float:
+    """--delegate_timeout_secs: seconds each delegate call may take (0: not watched)."""
+    return _seconds(text)
 
 
 def add_parser(sub) -> None:
@@ -54,8 +71,10 @@ def add_parser(sub) -> None:
     flag = lambda name, **kw: sp.add_argument(name, nargs="?", const=True, default=False,  # noqa: E731
                                              type=tflite_bool, metavar="BOOL", **kw)
     sp.add_argument("--num_threads", type=threads, default=-1, help="CPU threads; -1: all big cores")
-    sp.add_argument("--warmup_runs", type=_count, default=1)
-    sp.add_argument("--num_runs", type=_count, default=50)
+    sp.add_argument("--warmup_runs", type=count_at_most(limits.MAX_WARMUP, _RUNS_WHY), default=1,
+                    help=f"at most {limits.MAX_WARMUP}")
+    sp.add_argument("--num_runs", type=count_at_most(limits.MAX_RUNS, _RUNS_WHY), default=50,
+                    help=f"at most {limits.MAX_RUNS}")
     sp.add_argument("--min_secs", type=_seconds, default=0.0,
                     help="also run until this much simulated time has passed (TFLite's default is 1; "
                          "simulated time has no timer noise to average out, so 0 here)")
@@ -64,6 +83,11 @@ def add_parser(sub) -> None:
     flag("--enable_op_profiling", help="print the per-node tables")
     flag("--require_full_delegation", help="fail unless one delegate runs the whole graph")
     flag("--timing_only", help="skip the math; times are the same, outputs are not computed")
+    flag("--cpu_fallback", help="when a delegate fails (while it is applied or in an invoke), go on on the CPU "
+                                "as TFLite's InvokeWithCPUFallback does, instead of stopping")
+    sp.add_argument("--delegate_timeout_secs", type=delegate_budget, default=None, metavar="SECONDS",
+                    help="time budget of each delegate call (default 5, or $DTB_DELEGATE_TIMEOUT; 0: none); "
+                         "a call that outlives it is a delegate error and is abandoned on its thread")
     sp.add_argument("--output_json", metavar="FILE", help="write this run as one results.json record")
     sp.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto, chrome://tracing)")
     sp.set_defaults(fn=cmd_benchmark, parser=sp, takes_delegate_flags=True)
@@ -77,14 +101,21 @@ class _Phase:
     inferences: tuple[int, ...]
 
 
-def _run_phase(it: Interpreter, min_runs: int, min_secs: float, max_secs: float) -> _Phase:
-    """BenchmarkModel::Run: at least min_runs runs and min_secs, at most max_secs (all simulated)."""
+def _run_phase(it: Interpreter, min_runs: int, min_secs: float, max_secs: float, fallback: bool = False) -> _Phase:
+    """BenchmarkModel::Run: at least min_runs runs and min_secs, at most max_secs (all simulated),
+    and never more than limits.MAX_RUNS runs (a fast model under a long --min_secs would loop
+    for hours). `fallback`: invoke as InvokeWithCPUFallback does."""
     print(f"Running benchmark for at least {min_runs} iterations and at least {cpp_float(min_secs)} seconds "
           f"but terminate if exceeding {cpp_float(max_secs)} seconds.")
     sim = it.simulation
+    invoke = it.invoke_with_cpu_fallback if fallback else it.invoke
     first, spent, runs = sim.count, 0.0, []
     while (len(runs) < min_runs or spent < min_secs) and spent <= max_secs:
-        it.invoke()
+        if len(runs) >= max(min_runs, limits.MAX_RUNS):
+            print(f"Stopped after {len(runs)} runs, the testbed's limit, before {cpp_float(min_secs)} "
+                  f"simulated seconds had passed.")
+            break
+        invoke()
         runs.append(to_us(sim.latencies[-1]))
         spent += sim.latencies[-1]
     stat = Stat(list(runs))
@@ -93,13 +124,17 @@ def _run_phase(it: Interpreter, min_runs: int, min_secs: float, max_secs: float)
     return _Phase(tuple(runs), tuple(range(first, first + len(runs))))
 
 
-def _applied_lines(delegation, kinds: list[str], require_full: bool) -> list[str]:
-    """BenchmarkTfLiteModel::Init's line per delegate; TestbedError where benchmark_model gives up."""
+def _applied_lines(delegation, kinds: list[str], require_full: bool, fallback: bool = False) -> list[str]:
+    """BenchmarkTfLiteModel::Init's line per delegate; TestbedError where benchmark_model gives up
+    (unless `fallback`: then the run goes on with the original plan TFLite restored)."""
     lines = []
     for kind, report in zip(kinds, delegation.per_delegate):
         provider = PROVIDER_NAMES[kind]
         if report.error and not report.error.startswith("removed when "):
-            raise TestbedError(f"Failed to apply {provider} delegate.")
+            if not fallback or not delegation.restored:
+                raise TestbedError(f"Failed to apply {provider} delegate.")
+            lines.append(f"Failed to apply {provider} delegate; running on the CPU (--cpu_fallback).")
+            continue
         full = report.partitions == 1 and report.nodes_delegated == report.total_nodes
         if require_full and not full:
             raise TestbedError("Disallowed CPU fallback detected.")
@@ -157,7 +192,7 @@ def _prepare(args: argparse.Namespace, extra: list[str]):
             print(f"Going to apply {len(delegates)} delegates one after another.")
         it = Interpreter(graph=model.graph, experimental_delegates=delegates, device=profile,
                          num_threads=args.num_threads, timing_only=args.timing_only)
-    for line in _applied_lines(it.simulation.delegation, kinds, args.require_full_delegation):
+    for line in _applied_lines(it.simulation.delegation, kinds, args.require_full_delegation, args.cpu_fallback):
         print(line)
     it.allocate_tensors()
     feed = uniform_inputs(model.graph, _INPUT_SEED)
@@ -167,14 +202,24 @@ def _prepare(args: argparse.Namespace, extra: list[str]):
 
 
 def cmd_benchmark(args: argparse.Namespace, extra: list[str]) -> int:
+    from delegates.guard import time_budget
+
+    budget = time_budget(args.delegate_timeout_secs) if args.delegate_timeout_secs is not None \
+        else contextlib.nullcontext()
+    with budget:
+        return _benchmark(args, extra)
+
+
+def _benchmark(args: argparse.Namespace, extra: list[str]) -> int:
     check_writable(args.output_json, args.trace)
     profile, model, kinds, it, feed = _prepare(args, extra)
     sim = it.simulation
     init_us = to_us(_init_seconds(sim))
     print(f"The input model file size (MB): {cpp_float(model.size_bytes / 1e6)}")
     print(f"Initialized session in {cpp_float(init_us / 1e3)}ms.")
-    warm = _run_phase(it, args.warmup_runs, args.warmup_min_secs, args.max_secs)
-    regular = _run_phase(it, args.num_runs, args.min_secs, args.max_secs)
+    with echo_log():  # a delegate failing in an invoke with --cpu_fallback says so as TFLite logs it
+        warm = _run_phase(it, args.warmup_runs, args.warmup_min_secs, args.max_secs, args.cpu_fallback)
+        regular = _run_phase(it, args.num_runs, args.min_secs, args.max_secs, args.cpu_fallback)
     if not regular.us:
         raise TestbedError("no regular run: give --num_runs or --min_secs above 0")
     warm_stat, run_stat = Stat(list(warm.us)), Stat(list(regular.us))
@@ -191,7 +236,8 @@ def cmd_benchmark(args: argparse.Namespace, extra: list[str]) -> int:
     if args.output_json:
         record = benchmark_record(args, model, profile, sim, kinds, m, len(warm.us), len(regular.us),
                                   _outputs_vs_reference(it, model.graph, feed, args.timing_only))
-        write_atomic(args.output_json, json.dumps(record, indent=1, sort_keys=True) + "\n")
+        # NaN or infinity (a delegate's overflow) become null: the file stays strict JSON
+        write_atomic(args.output_json, json.dumps(strict_json(record), indent=1, sort_keys=True, allow_nan=False) + "\n")
     return 0
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from runtime.measure import output_diff
 from runtime.runner import record_fields, unit_footprint
 
@@ -15,7 +17,8 @@ def _diffs(pairs) -> list[dict]:
     spread of the per-run mean errors is 0."""
     rows = []
     for name, ref, test in pairs or ():
-        avg, _, peak = output_diff(ref, test)
+        with np.errstate(invalid="ignore", over="ignore"):  # NaN or infinity from a delegate: null figures
+            avg, _, peak = output_diff(ref, test)
         rows.append({"output": name, "avg_error": avg, "std_dev": 0.0, "max": peak})
     return rows
 
@@ -23,7 +26,7 @@ def _diffs(pairs) -> list[dict]:
 def benchmark_record(args, model, profile, sim, kinds: Sequence[str], m, warmup: int, runs: int,
                      pairs) -> dict[str, Any]:
     """`pairs`: (output name, reference array, test array) per output, or None when timing only."""
-    fields = record_fields(m, sim.delegation, kinds, model.graph)
+    fields = record_fields(m, sim.delegation, kinds, model.graph, sim.nonfinite)
     label = "+".join(kinds) or "cpu"
     return {
         "scenario": "dtb benchmark", "label": label, "cell": {"delegates": label},

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from runtime.cli_bench import threads
+from runtime.cli_bench import delegate_budget, threads
 from runtime.cli_common import (add_device_flag, add_model_flags, cpp_float, echo_log, gaussian_inputs,
                                 load_device, load_model, parse_delegate_flags, to_us, write_atomic)
 from runtime.cli_profile import Stat
@@ -226,15 +226,36 @@ def _summary(records: list[dict]) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
-    from runtime.runner import run_file
+    import contextlib
+    import signal
+    import threading
 
+    from delegates.guard import time_budget
+    from runtime.runner import check_file, run_file
+
+    if args.check:
+        cells = check_file(args.scenario, args.allow_external_delegates)
+        print(f"{args.scenario}: {len(cells)} cell(s) checked, nothing run")
+        for sc in cells:
+            print(f"  {sc.label}")
+        return 0
+    main = threading.current_thread() is threading.main_thread()
+    # SIGTERM ends the run as Ctrl-C does, so the output folder's lock and staging files are cleaned up
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if main else None
+    budget = (time_budget(args.delegate_timeout_secs) if args.delegate_timeout_secs is not None
+              else contextlib.nullcontext())
     progress = _progress_bar() if sys.stderr.isatty() else None
-    results = run_file(args.scenario, args.output, progress)
+    try:
+        with budget:
+            results = run_file(args.scenario, args.output, progress, args.allow_external_delegates, args.overwrite)
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
     if progress:
         sys.stderr.write("\n")  # leave the bar's last state on its own line
     for line in _summary(results["records"]):
         print(line)
-    print(f"wrote {Path(args.output) / 'results.json'} (and results.csv, trace.json, report.md)")
+    print(f"wrote {Path(args.output) / 'results.json'} (and results.csv, trace.json, report.md, manifest.json)")
     return 0
 
 
@@ -289,6 +310,15 @@ def add_parsers(sub) -> None:
     sp = sub.add_parser("run", help="run a scenario file; writes results.json, results.csv, trace, report")
     sp.add_argument("scenario", help="scenario .yaml")
     sp.add_argument("-o", "--output", default="results", help="output directory (default: results)")
+    sp.add_argument("--allow-external-delegates", action="store_true",
+                    help="let the scenario load delegates by module path (external: {path: ...}): that "
+                         "imports and runs the code it names, so only for scenarios you trust")
+    sp.add_argument("--overwrite", action="store_true",
+                    help="replace another scenario's results in the output directory")
+    sp.add_argument("--check", action="store_true",
+                    help="load the scenario and check every cell (phones, delegates, inputs); run nothing")
+    sp.add_argument("--delegate_timeout_secs", type=delegate_budget, default=None, metavar="SECONDS",
+                    help="time budget of each delegate call (default 5, or $DTB_DELEGATE_TIMEOUT; 0: none)")
     sp.set_defaults(fn=cmd_run, parser=sp)
 
     sp = sub.add_parser("report", help="render a results.json as Markdown, HTML or CSV")

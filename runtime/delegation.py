@@ -7,7 +7,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Collection, Sequence, Union
 
-from delegates.api import Delegate, DelegateKernel
+import numpy as np
+
+from delegates import guard
+from delegates.api import Delegate, DelegateKernel, Support
 from runtime.errors import DelegateError
 from runtime.graph import DType, Graph, Op, OpType
 from runtime.partition import Partition, PlanNode, Subset, largest_partitions, partition_plan
@@ -99,7 +102,10 @@ def apply_delegates(graph: Graph, delegates: Sequence[Delegate], dynamic: Collec
     and never offered again). Nothing is raised to the caller:
 
     - an exception from a delegate removes every delegate, as TFLite's RemoveAllDelegates: the
-      original CPU plan comes back, the log says so, and no later delegate is applied;
+      original CPU plan comes back, the log says so, and no later delegate is applied. So does a
+      callback that does not return within the time budget (delegates.guard), an answer that is
+      not a Support or bool, a kernel that is not a DelegateKernel, or a delegate whose name, unit
+      or options are unsound;
     - a delegate without `allows_dynamic_tensors`, on a plan where a node writes one of the
       `dynamic` tensors, is not applied: TFLite logs a warning and returns kTfLiteApplicationError
       without touching the plan, so earlier delegates stay and later ones are still tried."""
@@ -114,12 +120,13 @@ def apply_delegates(graph: Graph, delegates: Sequence[Delegate], dynamic: Collec
             reports.append(DelegateReport(delegate.name, 0, len(plan), 0, error=log[-1]))
             continue
         try:
+            _check(delegate)
             plan, report = _apply_one(graph, plan, delegate, log, node_number)
         except _Failure as failure:
             log.extend((*failure.lines, RESTORED))
             undone = [r if r.error else dataclasses.replace(
                 r, nodes_delegated=0, partitions=0, error=f"removed when {delegate.name} failed") for r in reports]
-            failed = DelegateReport(delegate.name, 0, len(plan), 0, error=str(failure))
+            failed = DelegateReport(_name(delegate), 0, len(plan), 0, error=str(failure))
             return Delegation(cpu, tuple(log), (*undone, failed), restored=True)
         node_number += report.partitions
         reports.append(report)
@@ -154,12 +161,53 @@ def _apply_one(graph: Graph, plan: Plan, delegate: Delegate, log: list[str],
 
 
 def _call(what: str, fn, *args):
-    """Run one delegate callback; any exception becomes a delegate failure with its message."""
+    """Run one delegate callback, watched (delegates.guard); any exception, or a call that outlives
+    the time budget, becomes a delegate failure with its message."""
     try:
-        return fn(*args)
+        return guard.call(what, fn, *args)
+    except _Failure:
+        raise
     except Exception as exc:  # a delegate's bug must restore the CPU plan too, as in TFLite
-        text = str(exc) or type(exc).__name__
-        raise _Failure(text if isinstance(exc, DelegateError) else f"{what}: {type(exc).__name__}: {text}")
+        raise _failure(what, exc) from None
+
+
+def _failure(what: str, exc: Exception) -> _Failure:
+    text = str(exc) or type(exc).__name__
+    return _Failure(text if isinstance(exc, DelegateError) else f"{what}: {type(exc).__name__}: {text}")
+
+
+def _name(delegate: Delegate) -> str:
+    name = getattr(delegate, "name", None)
+    return name if isinstance(name, str) and name else type(delegate).__name__
+
+
+def _check(delegate: Delegate) -> None:
+    """The attributes partitioning reads must be sound before the delegate is asked anything."""
+    from delegates.registry import check_delegate
+
+    try:
+        check_delegate(delegate, _name(delegate))
+    except DelegateError as exc:
+        raise _Failure(str(exc)) from None
+
+
+def _support(answer, what: str) -> Support:
+    """is_node_supported's answer: a Support, or a bool (TFLite's own callback returns one)."""
+    if isinstance(answer, Support):
+        return answer if isinstance(answer.reason, str) else Support(bool(answer.ok), str(answer.reason))
+    if isinstance(answer, (bool, np.bool_)):
+        return Support(bool(answer))
+    raise _Failure(f"{what} returned {_kind(answer)}, not a Support or a bool")
+
+
+def _kind(value) -> str:
+    return "None" if value is None else f"{type(value).__name__} {value!r:.60}"
+
+
+def _kernel(kernel, what: str) -> DelegateKernel:
+    if not isinstance(kernel, DelegateKernel):
+        raise _Failure(f"{what} returned {_kind(kernel)}, not a delegates.api.DelegateKernel")
+    return kernel
 
 
 def _rebuild(graph: Graph, plan: Plan, subsets: Sequence[Subset],
@@ -174,7 +222,8 @@ def _rebuild(graph: Graph, plan: Plan, subsets: Sequence[Subset],
             continue
         ops = tuple(plan[i].op for i in s.nodes)
         partition = Partition(graph, ops, s.inputs, s.outputs, delegate.name)
-        kernel = _call(f"{delegate.name} create_kernel", delegate.create_kernel, partition)
+        what = f"{delegate.name} create_kernel"
+        kernel = _kernel(_call(what, delegate.create_kernel, partition), what)
         created.append(DelegateStep(partition, delegate, kernel))
         steps.append(created[-1])
     return tuple(steps), tuple(created)
@@ -201,6 +250,17 @@ class _Answers:
 
     @classmethod
     def collect(cls, graph: Graph, plan: Plan, delegate: Delegate) -> "_Answers":
+        """Every answer, asked on the delegate's watched thread, each question within the budget."""
+        what = f"{delegate.name} is_node_supported"
+        try:
+            return guard.run(lambda mark: cls._collect(graph, plan, delegate, mark, what), what)
+        except _Failure:
+            raise
+        except Exception as exc:
+            raise _failure(what, exc) from None
+
+    @classmethod
+    def _collect(cls, graph: Graph, plan: Plan, delegate: Delegate, mark, what: str) -> "_Answers":
         fp16 = getattr(delegate, "fp16_dequant_rule", False)
         answers = cls()
         for pos, step in enumerate(plan):
@@ -216,7 +276,13 @@ class _Answers:
                 answers.notes.append(UnsupportedOp(step.op, op.name, FP16_DEQUANTIZE))
                 answers.messages.add(f"{_tflite_name(op)}: ")  # it refuses with no detail
                 continue
-            answer = _call(f"{delegate.name} is_node_supported", delegate.is_node_supported, op, graph)
+            mark(what)
+            try:
+                answer = _support(delegate.is_node_supported(op, graph), what)
+            except _Failure:
+                raise
+            except Exception as exc:
+                raise _failure(what, exc) from None
             if answer:
                 answers.supported.add(pos)
             else:

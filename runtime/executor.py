@@ -5,11 +5,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Generator, Sequence
 
 import numpy as np
 
+from runtime.delegate_invoke import invoke_partition
 from runtime.delegation import CpuStep, DelegateStep, Plan
 from runtime.errors import DelegateError
 from runtime.graph import Graph
@@ -69,6 +71,7 @@ class Executor:
         self.folded, self.run_cpu, self.values = folded, run_cpu, values
         self.shapes = list(shapes)
         self.jobs = [self._job(step) for step in plan]
+        self.nonfinite: Counter = Counter()   # (delegate, output tensor) -> invokes that gave NaN or inf
 
     def on(self, soc: SoC) -> "Executor":
         """The same plan on another phone with the same units (a calibration re-times one plan on
@@ -195,12 +198,13 @@ class Executor:
         moved_in = sum(b for _, b in job.inputs)
         if moved_in:
             yield from self.soc.copy(moved_in, f"{name} inputs", tag, job.unit.spec.convert_per_s)
-        if math:
-            outputs = job.step.kernel.invoke({t: self.values[t] for t, _ in job.inputs})
+        if math:  # watched and checked: a hang, a crash or a malformed output is a DelegateError
+            outputs, nonfinite = invoke_partition(job.step, {t: self.values[t] for t, _ in job.inputs},
+                                                  self.graph, self.shapes)
             for t, _ in job.outputs:
-                if t not in outputs:
-                    raise DelegateError(f"{name} returned no value for {self.graph.describe_tensor(t)}")
-                self.values[t] = np.asarray(outputs[t])
+                self.values[t] = outputs[t]
+            for t in nonfinite:
+                _flag_nonfinite(self.nonfinite, name, self.graph, t)
         precision = job.ops[0].work.precision if job.ops else Precision.FLOAT32
         call = getattr(job.step.delegate, "invoke_seconds", None)  # e.g. an NNAPI driver's execution
         seconds = call(job.unit.spec) if callable(call) else job.unit.spec.invoke_s
@@ -245,6 +249,14 @@ def _linked(work: Work, op, graph: Graph, shapes, align: int) -> Work:
     return dataclasses.replace(work, fused=True, bytes_read=side, bytes_written=0)
 
 
+def _flag_nonfinite(counts: Counter, delegate: str, graph: Graph, t: int) -> None:
+    """NaN or infinity in a delegate's output is not an error (a float16 overflow can do it), but the
+    record says so, and the log says it once per tensor."""
+    if not counts[(delegate, t)]:
+        _LOG.warning(f"{delegate} returned NaN or infinity in {graph.describe_tensor(t)}")
+    counts[(delegate, t)] += 1
+
+
 def _unit_for(step: DelegateStep, soc: SoC) -> str:
     """A delegate without a kernel-level unit: its `unit` attribute names a kind; take the first
     unit of that kind (a Python delegate declared for "gpu" runs on the phone's GPU)."""
@@ -265,6 +277,7 @@ class Simulation:
         self.graph, self.delegation, self.soc = graph, delegation, soc
         self.threads, self.timing_only, self.stream = threads, timing_only, stream
         self.executor: Executor | None = None
+        self.nonfinite: Counter = Counter()   # kept across re-allocations and the CPU fallback
         self.initialized = False
         self.count = 0
         self.latencies: list[float] = []
@@ -274,6 +287,7 @@ class Simulation:
         self._allocation = (shapes, folded, run_cpu, values)
         self.executor = Executor(self.graph, self.delegation.plan, self.soc, shapes, self.threads, folded,
                                  run_cpu, values)
+        self.executor.nonfinite = self.nonfinite
         if not self.initialized:
             self.initialized = True
             self.soc.env.process(self.executor.initialize(Tag(self.stream, -1)))
@@ -295,13 +309,19 @@ class Simulation:
         return self.latencies[-1]
 
     def invoke_with_cpu_fallback(self) -> float:
-        """TFLite's InvokeWithCPUFallback: when a delegate fails during invoke, remove every
-        delegate, go back to the CPU plan, and run the inference again there."""
+        """TFLite's InvokeWithCPUFallback: when a delegate fails during invoke (an exception, a call
+        past the time budget, a malformed output: all DelegateErrors here), remove every delegate,
+        go back to the CPU plan, and run the inference again there on the inputs as they were set."""
         from runtime.delegation import apply_delegates
 
+        values = self._allocation[3]
+        saved = {t: None if values[t] is None else values[t].copy()  # a failing delegate may write over them
+                 for t in self.graph.inputs}
         try:
             return self.invoke()
         except DelegateError as exc:
+            for t, value in saved.items():
+                values[t] = value
             self.count -= 1
             cpu = apply_delegates(self.graph, [])
             log = (*self.delegation.log, f"Invoke failed with a delegate error ({exc}); all delegates "
@@ -310,6 +330,7 @@ class Simulation:
             _LOG.warning(log[-1])
             self.executor = Executor(self.graph, cpu.plan, self.soc, self._allocation[0], self.threads,
                                      *self._allocation[1:])
+            self.executor.nonfinite = self.nonfinite
             return self.invoke()
 
 

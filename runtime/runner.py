@@ -1,9 +1,15 @@
-"""Runs scenarios on simulated phones and writes results.json, results.csv, trace.json and report.md."""
+"""Runs scenarios on simulated phones and writes results.json, results.csv, trace.json and report.md.
+
+The output folder is checked and locked before any cell runs, and the four files replace the old ones
+as a set (runtime/outdir.py). Non-finite figures are written as JSON null, so every file is strict JSON.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -12,14 +18,15 @@ import numpy as np
 from runtime import tflite_io
 from runtime.atomic import write_text
 from runtime.delegation import CpuStep
-from runtime.errors import ScenarioError, TestbedError
+from runtime.errors import DelegateError, ScenarioError, TestbedError
 from runtime.graph import Graph
 from runtime.interpreter import Interpreter
 from runtime.measure import measure, output_diff
 from sim.soc import SoC
 from sim.work import footprint, tensor_bytes
 
-__all__ = ["build_model", "make_inputs", "simulate", "run_scenario", "run_file", "record_fields", "unit_footprint"]
+__all__ = ["build_model", "make_inputs", "simulate", "run_scenario", "run_file", "record_fields", "unit_footprint",
+           "strict_json", "load_device"]
 
 Progress = Callable[[int, int, str], None]
 _MODELS: dict[tuple, Graph] = {}
@@ -61,19 +68,73 @@ def _random_input(tensor, rng: np.random.Generator, distribution: str, low: floa
 
 
 def make_inputs(graph: Graph, spec, k: int) -> dict[int, np.ndarray]:
-    """Inputs of run k: seeded random per run, or the arrays of a .npy/.npz file (same every run)."""
+    """Inputs of run k: seeded random per run, or the arrays of a .npy/.npz file (same every run).
+    A file's arrays must match the model's inputs (names, shapes, values the input type can hold),
+    or this raises ScenarioError naming the file, the array and the input."""
     if spec.file is not None:
-        data = np.load(spec.file)
-        if isinstance(data, np.ndarray):
-            return {graph.inputs[0]: data.astype(graph.tensors[graph.inputs[0]].dtype.np)}
-        names = {graph.tensors[t].name: t for t in graph.inputs}
-        missing = sorted(set(names) - set(data.files))
-        if missing:
-            raise ScenarioError(f"{spec.file}: no array for input '{missing[0]}' (it has {', '.join(data.files)})")
-        return {t: data[n].astype(graph.tensors[t].dtype.np) for n, t in names.items()}
+        return _file_inputs(graph, spec)
     rng = np.random.default_rng([spec.seed, k])
     return {t: _random_input(graph.tensors[t], rng, spec.distribution.value, spec.low, spec.high)
             for t in graph.inputs}
+
+
+_INPUT_FILES: dict[tuple, dict[str, np.ndarray]] = {}
+
+
+def _read_input_file(path: Path, where: str) -> dict[str, np.ndarray]:
+    """The file's arrays ('' for a .npy), read once per file version; no pickles."""
+    try:
+        st = path.stat()
+        key = (str(path), st.st_mtime_ns, st.st_size)
+        if key not in _INPUT_FILES:
+            loaded = np.load(path, allow_pickle=False)
+            if isinstance(loaded, np.ndarray):
+                arrays = {"": loaded}
+            else:
+                with loaded:
+                    arrays = {n: loaded[n] for n in loaded.files}
+            _INPUT_FILES.clear()   # one file at a time: a cell reads the same file every run
+            _INPUT_FILES[key] = arrays
+        return _INPUT_FILES[key]
+    except Exception as exc:  # noqa: BLE001 - the file changed since the scenario was loaded, or is corrupt
+        raise ScenarioError(f"{where}: {path}: cannot be read: {' '.join(str(exc).split())}") from None
+
+
+def _file_inputs(graph: Graph, spec) -> dict[int, np.ndarray]:
+    where = spec.where or str(spec.file)
+    arrays = _read_input_file(spec.file, where)
+    names = {graph.tensors[t].name: t for t in graph.inputs}
+    if "" in arrays:
+        if len(graph.inputs) != 1:
+            raise ScenarioError(f"{where}: {spec.file} holds one array but the model has {len(graph.inputs)} inputs "
+                                f"({', '.join(names)}): give a .npz with an array named after each")
+        pairs = [("", graph.inputs[0])]
+    else:
+        missing = [n for n in names if n not in arrays]
+        if missing:
+            raise ScenarioError(f"{where}: {spec.file} has no array for input '{missing[0]}' (it has "
+                                f"{', '.join(sorted(arrays)) or 'none'})")
+        pairs = [(n, names[n]) for n in names]
+    return {t: _conform_input(arrays[n], graph, t, f"{where}: {spec.file}: array '{n or graph.tensors[t].name}'")
+            for n, t in pairs}
+
+
+def _conform_input(array: np.ndarray, graph: Graph, t: int, what: str) -> np.ndarray:
+    tensor = graph.tensors[t]
+    target = np.dtype(tensor.dtype.np)
+    if array.shape != tuple(tensor.shape):
+        raise ScenarioError(f"{what} has shape {list(array.shape)}; input '{tensor.name}' is {list(tensor.shape)}")
+    if array.dtype.kind not in "biuf":
+        raise ScenarioError(f"{what} holds {array.dtype} values; input '{tensor.name}' takes {target}")
+    if target.kind in "iub" and array.size:
+        info = np.iinfo(target) if target.kind != "b" else None
+        low, high = (info.min, info.max) if info else (0, 1)
+        values = array.astype(np.float64) if array.dtype.kind == "f" else array
+        if (array.dtype.kind == "f" and not np.all(np.isfinite(values) & (np.round(values) == values))) \
+                or values.min() < low or values.max() > high:
+            raise ScenarioError(f"{what} holds values that are not {target} (integers in [{low}, {high}]); "
+                                f"input '{tensor.name}' is {target}")
+    return array.astype(target)
 
 
 def unit_footprint(sim) -> dict[str, int]:
@@ -100,14 +161,39 @@ def _delegate_records(delegation, kinds: Sequence[str]) -> list[dict]:
 
 
 def _diffs(graph: Graph, reference: list[dict], test: list[dict]) -> list[dict]:
-    """inference_diff's figures per output over the runs: mean of per-run mean |diff|, their std, max."""
+    """inference_diff's figures per output over the runs: mean of per-run mean |diff|, their std, max.
+    NaN or infinity in an output makes its figures None (null in results.json)."""
     rows = []
     for t in graph.outputs:
         per_run = [output_diff(r[t], s[t]) for r, s in zip(reference, test)]
         avg = [p[0] for p in per_run]
-        rows.append({"output": graph.tensors[t].name, "avg_error": float(np.mean(avg)),
-                     "std_dev": float(np.std(avg)), "max": float(max(p[2] for p in per_run))})
+        with np.errstate(invalid="ignore", over="ignore"):
+            row = {"output": graph.tensors[t].name, "avg_error": float(np.mean(avg)),
+                   "std_dev": float(np.std(avg)), "max": float(max(p[2] for p in per_run))}
+        rows.append({k: _finite(v) for k, v in row.items()})
     return rows
+
+
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def strict_json(value: Any) -> Any:
+    """`value` with every NaN or infinity replaced by None, so json.dumps(allow_nan=False) accepts it."""
+    if isinstance(value, float):
+        return _finite(value)
+    if isinstance(value, Mapping):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
+def nonfinite_records(counts: Mapping, graph: Graph) -> list[dict]:
+    """The record's flags for delegate outputs that held NaN or infinity: which delegate, which tensor,
+    in how many invokes."""
+    return [{"delegate": d, "tensor": graph.tensors[t].name, "index": t, "invokes": n}
+            for (d, t), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1]))]
 
 
 def _reference(graph: Graph, inputs: list[dict]) -> list[dict]:
@@ -155,7 +241,8 @@ def simulate(graph: Graph, profile, delegates_for_stream: Callable[[], list], th
     soc.env.run()
     sim = its[0].simulation
     m = measure(soc, soc.trace.inferences, warmup, unit_footprint(sim))
-    record = record_fields(m, sim.delegation, kinds, graph)
+    nonfinite = sum((it.simulation.nonfinite for it in its), Counter())
+    record = record_fields(m, sim.delegation, kinds, graph, nonfinite)
     record["output_diff"] = _diffs(graph, _reference(graph, feeds), outputs) if reference and feeds else []
     return record, soc
 
@@ -164,9 +251,11 @@ def _ms(stats) -> dict[str, float]:
     return {k: (v if k == "count" else v * 1e3) for k, v in stats.__dict__.items()}
 
 
-def record_fields(m, delegation, kinds: Sequence[str], graph: Graph) -> dict[str, Any]:
-    """The measured part of a results.json record (shared with `dtb benchmark --output_json`)."""
+def record_fields(m, delegation, kinds: Sequence[str], graph: Graph, nonfinite: Mapping | None = None) -> dict[str, Any]:
+    """The measured part of a results.json record (shared with `dtb benchmark --output_json`).
+    `nonfinite`: (delegate name, tensor) -> invokes whose output held NaN or infinity."""
     return {
+        "nonfinite": nonfinite_records(nonfinite or {}, graph),
         "model": {"name": graph.name, "nodes": len(graph.ops)},
         "delegates": _delegate_records(delegation, kinds),
         "placement": {str(k): v for k, v in sorted(delegation.placement().items())},
@@ -184,13 +273,16 @@ def record_fields(m, delegation, kinds: Sequence[str], graph: Graph) -> dict[str
 
 
 def _delegate_factory(specs, profile) -> Callable[[], list]:
-    from delegates.registry import load_external, make_delegate
+    from delegates.registry import load_external, load_plugin, make_delegate
 
     def make() -> list:
         out = []
         for spec in specs:
-            if spec.factory:
-                out.append(load_external(spec.factory, {k: str(v) for k, v in dict(spec.options).items()}))
+            options = {k: str(v) for k, v in dict(spec.options).items()}
+            if spec.entry_point:
+                out.append(load_plugin(spec.entry_point, options))
+            elif spec.factory:  # the scenario was loaded with allow_external_delegates
+                out.append(load_external(spec.factory, options, declared=True))
             else:
                 out.append(make_delegate(spec.kind, profile, **dict(spec.options)))
         return out
@@ -199,11 +291,30 @@ def _delegate_factory(specs, profile) -> Callable[[], list]:
     return make
 
 
+_PROFILES: dict[tuple, Any] = {}
+
+
+def load_device(sc):
+    """The cell's phone profile, read once per file version (a 10,000-cell matrix on one phone
+    reads its profile once)."""
+    from sim.profile import PROFILE_DIR, load_profile
+
+    path = sc.device_file or PROFILE_DIR / f"{sc.device}.yaml"
+    try:
+        st = os.stat(path)
+        key = (str(path), st.st_mtime_ns, st.st_size)
+    except OSError:
+        return load_profile(sc.device_file or sc.device)   # let the loader say what is wrong
+    if key not in _PROFILES:
+        if len(_PROFILES) > 64:
+            _PROFILES.clear()
+        _PROFILES[key] = load_profile(sc.device_file or sc.device)
+    return _PROFILES[key]
+
+
 def run_scenario(sc, progress: Progress | None = None) -> tuple[dict, SoC]:
     """One matrix cell: build the model and the phone, run, measure; the record of results.json."""
-    from sim.profile import load_profile
-
-    profile = load_profile(sc.device_file or sc.device)
+    profile = load_device(sc)
     graph = build_model(sc.model, sc.source)
     threads = sc.cpu.threads if sc.cpu.threads else 4 if profile.os == "android" else 2
     record, soc = simulate(graph, profile, _delegate_factory(sc.delegates, profile), threads, sc.runs.warmup,
@@ -229,41 +340,63 @@ def _plain(value: Any) -> Any:
 
 
 def _check_cell(sc) -> None:
-    from sim.profile import load_profile
-
+    """The cell's phone and delegates (created once and dropped), and its input file against the model."""
+    where = f"{sc.source}" + (f" ({sc.label})" if sc.label else "")
     try:
-        _delegate_factory(sc.delegates, load_profile(sc.device_file or sc.device))
+        _delegate_factory(sc.delegates, load_device(sc))
+        if sc.inputs.file is not None:
+            make_inputs(build_model(sc.model, sc.source), sc.inputs, 0)
+    except ScenarioError:
+        raise
     except TestbedError as exc:
-        where = f"{sc.source}" + (f" ({sc.label})" if sc.label else "")
         raise ScenarioError(f"{where}: {exc}") from exc
 
 
-def run_file(path: str | os.PathLike, out_dir: str | os.PathLike, progress: Progress | None = None) -> dict:
-    """Every cell of a scenario file; writes results.json, results.csv, trace.json and report.md."""
+def check_file(path: str | os.PathLike, allow_external_delegates: bool = False) -> tuple:
+    """Load the scenario and check every cell as run_file does before it runs anything; the cells."""
     from runtime.scenario import load_scenario
+
+    cells = load_scenario(path, allow_external_delegates)
+    for sc in cells:
+        _check_cell(sc)
+    return cells
+
+
+def run_file(path: str | os.PathLike, out_dir: str | os.PathLike, progress: Progress | None = None,
+             allow_external_delegates: bool = False, overwrite: bool = False) -> dict:
+    """Every cell of a scenario file; writes results.json, results.csv, trace.json and report.md
+    (and manifest.json, written last). Before any cell runs: the output folder is checked and
+    locked, the scenario loaded and every cell checked; a folder holding another scenario's
+    results is refused unless `overwrite` (runtime/outdir.py). A delegate failing while a cell
+    runs is a DelegateError naming the file and the cell."""
+    from runtime.outdir import ResultsFolder, check_output_path
     from runtime.trace import chrome_trace, write_trace
 
-    cells = load_scenario(path)
-    for sc in cells:  # every cell's phone and delegate options checked before anything runs
-        _check_cell(sc)
-    records, traces = [], []
-    for k, sc in enumerate(cells):
-        record, soc = run_scenario(sc, progress)
-        records.append(record)
-        traces.append(chrome_trace(soc, sc.label or sc.name, pid=k + 1))
-        if progress:
-            progress(k + 1, len(cells), f"cell {sc.label}")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    results = {"schema": 1, "scenario": str(path), "records": records}
-    write_text(out / "results.json", json.dumps(results, indent=1, sort_keys=True))
-    write_trace(out / "trace.json", traces)
-    _write_reports(out, results)
+    check_output_path(out)
+    cells = check_file(path, allow_external_delegates)
+    with ResultsFolder(out, path, overwrite) as folder:
+        records, traces = [], []
+        for k, sc in enumerate(cells):
+            try:
+                record, soc = run_scenario(sc, progress)
+            except DelegateError as exc:
+                raise DelegateError(f"{sc.source}" + (f" ({sc.label})" if sc.label else "") + f": {exc}") from exc
+            records.append(record)
+            traces.append(chrome_trace(soc, sc.label or sc.name, pid=k + 1))
+            if progress:
+                progress(k + 1, len(cells), f"cell {sc.label}")
+        results = strict_json({"schema": 1, "scenario": str(path), "records": records})
+        folder.commit(_writers(results, traces, write_trace))
     return results
 
 
-def _write_reports(out: Path, results: dict) -> None:
+def _writers(results: dict, traces: list, write_trace) -> dict[str, Callable[[Path], object]]:
     from runtime.report import render
 
-    write_text(out / "report.md", render(results, "md"))
-    write_text(out / "results.csv", render(results, "csv"))
+    return {
+        "results.json": lambda p: write_text(p, json.dumps(results, indent=1, sort_keys=True, allow_nan=False)),
+        "results.csv": lambda p: write_text(p, render(results, "csv")),
+        "report.md": lambda p: write_text(p, render(results, "md")),
+        "trace.json": lambda p: write_trace(p, traces),
+    }

@@ -7,7 +7,9 @@ A scenario is a mapping (scenarios/README.md gives every key with examples):
     model                 required: {zoo: NAME, args: {...}} or {path: FILE.tflite}, plus
                           quantization: none | float16 | dynamic_range | int8 | uint8 (zoo models only)
     delegates             list applied in order, each `KIND` or `KIND: {options}` with KIND one of gpu,
-                          nnapi, hexagon, coreml, or `external: {path: "pkg.mod:factory", options: {...}}`
+                          nnapi, hexagon, coreml, or `external: {entry_point: NAME, options: {...}}` (an
+                          installed plugin) or `external: {path: "pkg.mod:factory", ...}` (refused unless
+                          the caller passes allow_external_delegates=True: it imports and runs code)
     cpu: {threads}        inputs: {distribution: gaussian | uniform, seed, low, high} or {file: .npy/.npz}
     runs: {warmup, count} streams (parallel inference streams)   timing_only (skip the math)
     matrix                key path (`device`, `model.quantization`, `model.args.alpha`, ...) -> list of values
@@ -18,6 +20,8 @@ checked as a whole. `Scenario.cell` holds a cell's (key path, value) pairs and `
 text such as "device=pixel4 delegates=gpu quantization=int8" (the name when there is no matrix).
 Delegate option keys are left to the delegate factory. Every mistake raises ScenarioError reading
 `FILE:LINE: key.path: what is wrong`; a value set by the matrix is reported at its matrix entry's line.
+Counts are bounded (runtime/limits.py): runs, streams, threads, matrix cells and the inferences of the
+whole file, so a scenario that would run for hours stops at load with the key and the bound.
 """
 
 from __future__ import annotations
@@ -26,13 +30,16 @@ import copy
 import enum
 import inspect
 import itertools
+import math
 import os
 import re
+import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping
 
+from runtime import limits
 from runtime.errors import ScenarioError
 from runtime.yamlcheck import (Ctx, Key, flag, freeze, integer, kind, mapping, member, number, overlay, parse, suggest,
                                text)
@@ -75,6 +82,7 @@ class DelegateSpec:
     kind: str
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     factory: str | None = None          # external delegates: "package.module:callable"
+    entry_point: str | None = None      # or an installed plugin's name (group delegate_testbed.delegates)
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,7 @@ class InputSpec:
     low: float = 0.0
     high: float = 1.0
     file: Path | None = None
+    where: str = field(default="", compare=False)   # "FILE:LINE: inputs.file" for errors found at run time
 
 
 @dataclass(frozen=True)
@@ -133,8 +142,12 @@ _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 # ---- public API
 
 
-def load_scenario(path: str | os.PathLike) -> tuple[Scenario, ...]:
-    """Read, check and expand a scenario file: one Scenario per matrix cell, in matrix order."""
+def load_scenario(path: str | os.PathLike, allow_external_delegates: bool = False) -> tuple[Scenario, ...]:
+    """Read, check and expand a scenario file: one Scenario per matrix cell, in matrix order.
+
+    A delegate named by module path (`external: {path: ...}`) imports and runs code, so it is refused
+    unless `allow_external_delegates` is True (`dtb run --allow-external-delegates`); installed
+    plugins (`external: {entry_point: NAME}`) are always allowed. Nothing is imported here."""
     p = Path(path)
     try:
         content = p.read_text(encoding="utf-8")
@@ -142,17 +155,21 @@ def load_scenario(path: str | os.PathLike) -> tuple[Scenario, ...]:
         raise ScenarioError(f"{p}: no such scenario file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(f"{p}: cannot read the scenario: {exc}") from None
-    return scenario_from_text(content, p)
+    return scenario_from_text(content, p, allow_external_delegates)
 
 
-def scenario_from_text(text: str, source: str | os.PathLike = "<string>") -> tuple[Scenario, ...]:
+def scenario_from_text(text: str, source: str | os.PathLike = "<string>",
+                       allow_external_delegates: bool = False) -> tuple[Scenario, ...]:
     """As load_scenario, for YAML text; relative paths resolve against `source`'s folder."""
     src = Path(source)
     data, lines = parse(text, str(src), ScenarioError)
     ctx = Ctx(str(src), src.parent.resolve(), lines, ScenarioError)
     doc = mapping(ctx, data, (), _SCHEMA)
-    return tuple(_scenario(replace(ctx, lines=cell_lines), cell_doc, src, cell)
-                 for cell_doc, cell_lines, cell in _cells(ctx, doc))
+    load = _Load(allow_external_delegates, known_profiles())
+    cells = tuple(_scenario(replace(ctx, lines=cell_lines), cell_doc, src, cell, load)
+                  for cell_doc, cell_lines, cell in _cells(ctx, doc))
+    _check_total(ctx, doc, cells)
+    return cells
 
 
 def known_profiles() -> tuple[str, ...]:
@@ -167,34 +184,42 @@ def known_profiles() -> tuple[str, ...]:
     return tuple(list_profiles())
 
 
+@dataclass(frozen=True)
+class _Load:
+    """What one load knows besides the document: the caller's trust, the shipped profiles."""
+
+    allow_external: bool
+    profiles: tuple[str, ...]
+
+
 # ---- sections
 
 
-def _scenario(ctx: Ctx, doc: dict[str, Any], source: Path, cell: tuple[tuple[str, Any], ...]) -> Scenario:
+def _scenario(ctx: Ctx, doc: dict[str, Any], source: Path, cell: tuple[tuple[str, Any], ...],
+              load: _Load) -> Scenario:
     for key in ("device", "model"):
         if key not in doc:
             raise ctx.fail((key,), "required key missing")
-    device, device_file = _device(ctx, doc["device"], ("device",))
+    device, device_file = _device(ctx, doc["device"], ("device",), load.profiles)
     name = text(ctx, doc.get("name", source.stem), ("name",))
     return Scenario(
         name=name, source=source.resolve(), device=device, device_file=device_file,
         model=_model(ctx, doc["model"], ("model",)),
         description=text(ctx, doc["description"], ("description",)) if "description" in doc else "",
-        delegates=_delegates(ctx, doc.get("delegates"), ("delegates",)),
+        delegates=_delegates(ctx, doc.get("delegates"), ("delegates",), load),
         cpu=_cpu(ctx, doc.get("cpu", {}), ("cpu",)),
         inputs=_inputs(ctx, doc.get("inputs", {}), ("inputs",)),
         runs=_runs(ctx, doc.get("runs", {}), ("runs",)),
-        streams=integer(ctx, doc.get("streams", 1), ("streams",)),
+        streams=integer(ctx, doc.get("streams", 1), ("streams",), most=limits.MAX_STREAMS),
         timing_only=flag(ctx, doc.get("timing_only", False), ("timing_only",)),
         cell=tuple((k, freeze(v)) for k, v in cell), label=_label(cell) if cell else name)
 
 
-def _device(ctx: Ctx, value: Any, path: Key) -> tuple[str, Path | None]:
+def _device(ctx: Ctx, value: Any, path: Key, known: tuple[str, ...]) -> tuple[str, Path | None]:
     name = text(ctx, value, path)
     if "/" in name or os.sep in name or name.endswith((".yaml", ".yml")):
         found = ctx.file(name, path, "device profile file")
         return found.stem, found
-    known = known_profiles()
     if name not in known:
         raise ctx.fail(path, f"unknown device profile '{name}'{suggest(name, known)} (shipped: "
                              f"{', '.join(known)}; or give a path to a profile .yaml file)")
@@ -229,7 +254,7 @@ def _zoo_name(ctx: Ctx, value: Any, path: Key) -> str:
 
 
 def _zoo_args(ctx: Ctx, name: str, value: Any, path: Key) -> dict[str, Any]:
-    from runtime.zoo import MODELS
+    from runtime.zoo import MODELS, arg_problem
     params = inspect.signature(MODELS[name]).parameters
     args = mapping(ctx, value, path)
     for key, arg in args.items():
@@ -241,18 +266,21 @@ def _zoo_args(ctx: Ctx, name: str, value: Any, path: Key) -> dict[str, Any]:
             integer(ctx, arg, path + (key,), least=None)
         elif isinstance(default, float):
             number(ctx, arg, path + (key,))
+        problem = arg_problem(name, key, arg)  # the range the builder works in (runtime.zoo.LIMITS)
+        if problem:
+            raise ctx.fail(path + (key,), problem)
     return dict(args)
 
 
-def _delegates(ctx: Ctx, value: Any, path: Key) -> tuple[DelegateSpec, ...]:
+def _delegates(ctx: Ctx, value: Any, path: Key, load: _Load) -> tuple[DelegateSpec, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
         raise ctx.fail(path, f"expected a list of delegates, got {kind(value)}")
-    return tuple(_delegate(ctx, item, path + (i,)) for i, item in enumerate(value))
+    return tuple(_delegate(ctx, item, path + (i,), load) for i, item in enumerate(value))
 
 
-def _delegate(ctx: Ctx, item: Any, path: Key) -> DelegateSpec:
+def _delegate(ctx: Ctx, item: Any, path: Key, load: _Load) -> DelegateSpec:
     if isinstance(item, str):
         name, options = item, None
     elif isinstance(item, dict) and len(item) == 1:
@@ -262,22 +290,40 @@ def _delegate(ctx: Ctx, item: Any, path: Key) -> DelegateSpec:
     path += (name,)
     member(ctx, name, path, DELEGATE_KINDS)
     options = mapping(ctx, {} if options is None else options, path)
-    return _external(ctx, options, path) if name == "external" else DelegateSpec(name, freeze(options))
+    return _external(ctx, options, path, load) if name == "external" else DelegateSpec(name, freeze(options))
 
 
-def _external(ctx: Ctx, m: dict[str, Any], path: Key) -> DelegateSpec:
-    mapping(ctx, m, path, ("path", "options"))
-    if "path" not in m:
-        raise ctx.fail(path + ("path",), "required key missing: the delegate factory as 'package.module:callable'")
+def _external(ctx: Ctx, m: dict[str, Any], path: Key, load: _Load) -> DelegateSpec:
+    mapping(ctx, m, path, ("path", "entry_point", "options"))
+    if "path" not in m and "entry_point" not in m:
+        raise ctx.fail(path + ("path",), "required key missing: the delegate factory as 'package.module:callable' "
+                                         "(or entry_point: an installed plugin's name)")
+    if "path" in m and "entry_point" in m:
+        raise ctx.fail(path + ("entry_point",), "give path or entry_point, not both")
+    options = freeze(mapping(ctx, m.get("options") or {}, path + ("options",)))
+    if "entry_point" in m:
+        from delegates.registry import PLUGIN_GROUP, plugin_names
+
+        name, installed = text(ctx, m["entry_point"], path + ("entry_point",)), plugin_names()
+        if name not in installed:
+            shown = ", ".join(installed) if installed else "none is installed"
+            raise ctx.fail(path + ("entry_point",), f"no installed delegate plugin '{name}'{suggest(name, installed)} "
+                                                    f"(entry points of group {PLUGIN_GROUP}: {shown})")
+        return DelegateSpec("external", options, entry_point=name)
     factory = text(ctx, m["path"], path + ("path",))
     if not _FACTORY.match(factory):
         raise ctx.fail(path + ("path",), f"'{factory}' is not of the form 'package.module:callable'")
-    return DelegateSpec("external", freeze(mapping(ctx, m.get("options") or {}, path + ("options",))), factory)
+    if not load.allow_external:
+        raise ctx.fail(path + ("path",), f"'{factory}' would import and run Python code named by the scenario; "
+                                         f"pass --allow-external-delegates to dtb run (allow_external_delegates="
+                                         f"True in the API) if you trust this file, or install the delegate as a "
+                                         f"plugin and name its entry_point")
+    return DelegateSpec("external", options, factory)
 
 
 def _cpu(ctx: Ctx, value: Any, path: Key) -> CpuSpec:
     m = mapping(ctx, value, path, _SCHEMA["cpu"])
-    return CpuSpec(integer(ctx, m["threads"], path + ("threads",)) if "threads" in m else None)
+    return CpuSpec(integer(ctx, m["threads"], path + ("threads",), most=limits.MAX_THREADS) if "threads" in m else None)
 
 
 def _inputs(ctx: Ctx, value: Any, path: Key) -> InputSpec:
@@ -289,17 +335,21 @@ def _inputs(ctx: Ctx, value: Any, path: Key) -> InputSpec:
         found = ctx.file(m["file"], path + ("file",), "input file")
         if found.suffix not in (".npy", ".npz"):
             raise ctx.fail(path + ("file",), f"input file {found} is not a .npy or .npz file")
-        return InputSpec(Distribution.FILE, file=found)
+        problem = input_file_problem(found)
+        if problem:
+            raise ctx.fail(path + ("file",), f"input file {found}: {problem}")
+        return InputSpec(Distribution.FILE, file=found, where=ctx.where(path + ("file",)))
     dist = Distribution(member(ctx, m.get("distribution", "gaussian"), path + ("distribution",),
                                 ("gaussian", "uniform")))
-    seed = integer(ctx, m.get("seed", 0), path + ("seed",), least=0)
+    seed = integer(ctx, m.get("seed", 0), path + ("seed",), least=0, most=limits.MAX_SEED)
     if dist is Distribution.GAUSSIAN:
         for key in ("low", "high"):
             if key in m:
                 raise ctx.fail(path + (key,), "low and high apply to the uniform distribution only")
         return InputSpec(dist, seed)
-    low = number(ctx, m.get("low", 0.0), path + ("low",))
-    high = number(ctx, m.get("high", 1.0), path + ("high",))
+    # within float32's range: the samples are cast to the input's float32
+    low = number(ctx, m.get("low", 0.0), path + ("low",), -_FLOAT32_MAX, _FLOAT32_MAX)
+    high = number(ctx, m.get("high", 1.0), path + ("high",), -_FLOAT32_MAX, _FLOAT32_MAX)
     if low >= high:
         raise ctx.fail(path + ("high",), f"must be above low ({low:g})")
     return InputSpec(dist, seed, low, high)
@@ -307,8 +357,83 @@ def _inputs(ctx: Ctx, value: Any, path: Key) -> InputSpec:
 
 def _runs(ctx: Ctx, value: Any, path: Key) -> RunSpec:
     m = mapping(ctx, value, path, _SCHEMA["runs"])
-    return RunSpec(integer(ctx, m.get("warmup", 1), path + ("warmup",), least=0),
-                   integer(ctx, m.get("count", 50), path + ("count",)))
+    return RunSpec(integer(ctx, m.get("warmup", 1), path + ("warmup",), least=0, most=limits.MAX_WARMUP),
+                   integer(ctx, m.get("count", 50), path + ("count",), most=limits.MAX_RUNS))
+
+
+_FLOAT32_MAX = 3.4028234663852886e38
+_INPUT_KINDS = "biuf"               # bool, integers, floats: what a model input can be filled from
+MAX_INPUT_ELEMENTS = 1 << 24        # per array of an input file; a model input is far smaller
+
+
+def input_file_problem(path: Path) -> str | None:
+    """What is wrong with a .npy / .npz input file, read from its array headers only (a compressed
+    .npz can hold gigabytes in a few kilobytes): unreadable, no arrays, an array of objects,
+    strings or complex numbers, or one too large. None when it is fine; shapes are checked
+    against the model when the run is checked."""
+    try:
+        headers = read_array_headers(path)
+    except Exception as exc:  # numpy's header parser meets arbitrary bytes here; any failure means unreadable
+        return f"cannot be read as a {path.suffix} file ({' '.join(str(exc).split()) or type(exc).__name__})"
+    if not headers:
+        return "holds no arrays"
+    for name, (shape, dtype) in headers.items():
+        label = f"array '{name}'" if name else "the array"
+        if dtype.kind not in _INPUT_KINDS or dtype.fields is not None or dtype.subdtype is not None:
+            return f"{label} holds {dtype} values, not numbers (bool, integer or float)"
+        size = math.prod(shape)
+        if size > MAX_INPUT_ELEMENTS:
+            return f"{label} has {size:,} elements; the limit is {MAX_INPUT_ELEMENTS:,}"
+    return None
+
+
+def read_array_headers(path: Path) -> dict[str, tuple[tuple[int, ...], Any]]:
+    """Array name ('' for a .npy) -> (shape, dtype), from the .npy headers alone."""
+    import numpy as np
+
+    def header(f) -> tuple[tuple[int, ...], Any]:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise ValueError(f"unsupported .npy format version {version}")
+        return tuple(shape), dtype
+
+    if path.suffix == ".npy":
+        with open(path, "rb") as f:
+            return {"": header(f)}
+    with zipfile.ZipFile(path) as z:
+        out = {}
+        for info in z.infolist():
+            if not info.filename.endswith(".npy"):
+                continue
+            with z.open(info) as f:
+                out[info.filename[:-4]] = header(f)
+        return out
+
+
+def _values(value: Any) -> int:
+    """How many values a document holds (shared, aliased parts counted each time they appear)."""
+    count, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
+
+
+def _check_total(ctx: Ctx, doc: dict[str, Any], cells: tuple[Scenario, ...]) -> None:
+    """The inferences the whole file asks for, against limits.MAX_INFERENCES."""
+    total = sum(c.streams * (c.runs.warmup + c.runs.count) for c in cells)
+    if total > limits.MAX_INFERENCES:
+        where = ("matrix",) if "matrix" in doc else ("runs",)
+        raise ctx.fail(where, f"the scenario asks for {total:,} inferences in all (cells x streams x "
+                              f"(warmup + count)); the limit is {limits.MAX_INFERENCES:,}")
 
 
 # ---- the matrix
@@ -362,6 +487,13 @@ def _cells(ctx: Ctx, doc: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict
         return
     axes = _axes(ctx, doc["matrix"])
     base = {k: v for k, v in doc.items() if k != "matrix"}
+    cells = math.prod(len(values) for _, _, values in axes)
+    if cells > limits.MAX_CELLS:
+        raise ctx.fail(("matrix",), f"expands to {cells:,} cells; the limit is {limits.MAX_CELLS:,}")
+    per_cell = _values(base) + sum(max(_values(v) for v in values) for _, _, values in axes)
+    if cells * per_cell > limits.MAX_EXPANSION:  # each cell is a copy of the document: bound the copying
+        raise ctx.fail(("matrix",), f"expands to {cells:,} cells of up to {per_cell:,} values each; the limit "
+                                    f"is {limits.MAX_EXPANSION:,} values in all")
     for combo in itertools.product(*(range(len(values)) for _, _, values in axes)):
         cell_doc, lines = copy.deepcopy(base), dict(ctx.lines)
         for (key, target, values), i in zip(axes, combo):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import math
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -28,15 +30,24 @@ class Ctx:
     error: type[TestbedError]
 
     def fail(self, path: Key, message: str) -> TestbedError:
+        return self.error(f"{self.where(path)}: {message}")
+
+    def where(self, path: Key) -> str:
+        """FILE:LINE: key.path, the start of every message about `path`."""
         # A missing key has no line of its own: point at the nearest enclosing key that has one.
         line = next((self.lines[path[:n]] for n in range(len(path), -1, -1) if path[:n] in self.lines), 1)
-        where = f"{self.source}:{line}"
-        return self.error(f"{where}: {dotted(path)}: {message}" if path else f"{where}: {message}")
+        return f"{self.source}:{line}: {dotted(path)}" if path else f"{self.source}:{line}"
 
     def file(self, value: Any, path: Key, what: str) -> Path:
         """An existing file named by `value`, relative to `folder` unless absolute."""
-        found = (self.folder / Path(text(self, value, path)).expanduser()).resolve()
-        if not found.is_file():
+        name = text(self, value, path)
+        try:
+            found = (self.folder / Path(name).expanduser()).resolve()
+            exists = found.is_file()
+        except (OSError, ValueError, RuntimeError) as exc:  # a NUL, a name too long, ~nobody/...
+            raise self.fail(path, f"{what} {reprlib.repr(name)} cannot be used as a path: "
+                                  f"{getattr(exc, 'strerror', None) or exc}") from None
+        if not exists:
             raise self.fail(path, f"{what} {found} does not exist")
         return found
 
@@ -48,10 +59,91 @@ def dotted(path: Key) -> str:
     return out
 
 
+# What a hand-written scenario or profile never needs, and what keeps a hostile one from costing
+# much: nesting depth (PyYAML composes recursively), values after alias expansion (an alias bomb
+# is tiny on disk and astronomically large once expanded), and the text itself.
+MAX_DEPTH = 64
+MAX_VALUES = 10_000
+MAX_CHARS = 1_000_000
+
+
+class _Refused(Exception):
+    """Raised inside the loader; `parse` turns it into the caller's error with the file and line."""
+
+    def __init__(self, line: int, message: str):
+        super().__init__(message)
+        self.line, self.message = line, message
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that bounds nesting depth and expanded size while composing (before anything is
+    built), and reports a value its tag cannot take (`!!float abc`) at the value's line."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._depth = 0
+        self._sizes: dict[int, int] = {}     # id(node) -> values it stands for once aliases are expanded
+        self._keep: list[yaml.Node] = []     # keeps those ids valid
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise _Refused(mark.line + 1, f"nested more than {MAX_DEPTH} levels deep")
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        self._measure(node)
+        return node
+
+    def _measure(self, node: yaml.Node) -> None:
+        if id(node) in self._sizes:     # an alias (or a node still being composed: a recursive
+            return                      # alias, which the line index reports with its key path)
+        size = 1
+        if isinstance(node, yaml.MappingNode):
+            size += sum(self._sizes.get(id(k), 1) + self._sizes.get(id(v), 1) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            size += sum(self._sizes.get(id(item), 1) for item in node.value)
+        if size > MAX_VALUES:
+            raise _Refused(node.start_mark.line + 1,
+                           f"holds more than {MAX_VALUES} values, counting each alias as the value it "
+                           f"repeats (an alias bomb?); refused without expanding it")
+        self._sizes[id(node)] = size
+        self._keep.append(node)
+
+    def construct_scalar(self, node):
+        value = super().construct_scalar(node)
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:  # "\ud800" in a double-quoted scalar: not text any file can hold
+                raise _Refused(node.start_mark.line + 1, f"{reprlib.repr(value)} holds a lone surrogate "
+                                                         f"character, which is not text") from None
+        return value
+
+    def construct_object(self, node, deep=False):
+        try:
+            return super().construct_object(node, deep)
+        except (yaml.YAMLError, _Refused):
+            raise
+        except Exception as exc:  # PyYAML's own constructors raise ValueError and others for a bad scalar
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            shown = reprlib.repr(node.value) if isinstance(node, yaml.ScalarNode) else "this value"
+            detail = f" ({_one_line(str(exc))})" if isinstance(exc, ValueError) and str(exc) else ""
+            raise _Refused(node.start_mark.line + 1, f"{shown} is not a valid {tag} value{detail}") from None
+
+
 def parse(text_: str, source: str, error: type[TestbedError]) -> tuple[Any, dict[Key, int]]:
-    """The document as plain data and a key path -> line table; an empty document is an error."""
+    """The document as plain data and a key path -> line table; an empty document is an error.
+
+    Anything wrong is one `error` reading SOURCE:LINE: what is wrong, never a PyYAML exception:
+    invalid YAML, a bad tagged value, nesting deeper than MAX_DEPTH, more than MAX_VALUES values
+    once aliases are expanded (the check counts, it never expands), text over MAX_CHARS."""
+    if len(text_) > MAX_CHARS:
+        raise error(f"{source}:1: the file is {len(text_):,} characters long; the limit is {MAX_CHARS:,}")
     try:
-        loader = yaml.SafeLoader(text_)
+        loader = _Loader(text_)
         try:
             node = loader.get_single_node()
             if node is None:
@@ -61,12 +153,25 @@ def parse(text_: str, source: str, error: type[TestbedError]) -> tuple[Any, dict
             return loader.construct_document(node), lines
         finally:
             loader.dispose()
+    except _Refused as exc:
+        raise error(f"{source}:{exc.line}: {exc.message}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{source}:{mark.line + 1}" if mark else source
-        raise error(f"{where}: invalid YAML: {exc.problem or exc.context}") from None
+        what = " ".join(filter(None, (exc.context, exc.problem))) or "cannot be parsed"
+        raise error(f"{where}: invalid YAML: {_one_line(what)}") from None
+    except yaml.reader.ReaderError as exc:
+        line = text_.count("\n", 0, max(0, exc.position)) + 1
+        char = exc.character if isinstance(exc.character, int) else ord(exc.character[:1] or "\0")
+        raise error(f"{source}:{line}: invalid YAML: character #x{char:04x}: {exc.reason}") from None
     except yaml.YAMLError as exc:
-        raise error(f"{source}: invalid YAML: {exc}") from None
+        raise error(f"{source}: invalid YAML: {_one_line(str(exc))}") from None
+    except RecursionError:  # the depth bound makes this unreachable; kept so no traceback escapes
+        raise error(f"{source}: nested too deeply to read") from None
+
+
+def _one_line(text_: str) -> str:
+    return " ".join(str(text_).split())
 
 
 def _index(node: yaml.Node, path: Key, lines: dict[Key, int], where: tuple[str, type[TestbedError]],
@@ -141,18 +246,37 @@ def flag(ctx: Ctx, value: Any, path: Key) -> bool:
     return value
 
 
-def integer(ctx: Ctx, value: Any, path: Key, least: int | None = 1) -> int:
+def integer(ctx: Ctx, value: Any, path: Key, least: int | None = 1, most: int | None = None,
+            why: str = "") -> int:
+    """An integer in [least, most]; `why` says what the upper bound protects."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ctx.fail(path, f"expected an integer, got {kind(value)}")
     if least is not None and value < least:
         raise ctx.fail(path, "must be a positive integer" if least == 1 else f"must be at least {least}")
+    if most is not None and value > most:
+        raise ctx.fail(path, f"must be at most {most:,}{why}, got {_big(value)}")
     return value
 
 
-def number(ctx: Ctx, value: Any, path: Key) -> float:
+def number(ctx: Ctx, value: Any, path: Key, least: float | None = None, most: float | None = None) -> float:
+    """A finite number (NaN and infinities are refused, as are integers beyond a float's range)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ctx.fail(path, f"expected a number, got {kind(value)}")
+    if isinstance(value, int) and abs(value) > 1e308 or not math.isfinite(value):
+        raise ctx.fail(path, f"must be a finite number, got {_big(value)}")
+    if least is not None and value < least or most is not None and value > most:
+        low = "" if least is None else f"{least:g}"
+        high = "" if most is None else f"{most:g}"
+        bound = f"in [{low}, {high}]" if low and high else f"at least {low}" if low else f"at most {high}"
+        raise ctx.fail(path, f"must be {bound}, got {_big(value)}")
     return float(value)
+
+
+def _big(value: Any) -> str:
+    """A number as an error message shows it: a huge integer by its size, not its 4,000 digits."""
+    if isinstance(value, int) and abs(value) >= 10 ** 15:
+        return f"an integer of {len(str(abs(value)))} digits" if abs(value) < 10 ** 4000 else "a huge integer"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def member(ctx: Ctx, value: Any, path: Key, allowed: tuple[str, ...]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from hypothesis import given
@@ -101,7 +102,7 @@ def test_every_key_is_read(tmp_path):
             "delegates:\n  - gpu: {backend: gl}\n  - hexagon\n  - external: {path: 'pkg.mod:make', options: {a: 1}}\n"
             "cpu: {threads: 2}\ninputs: {distribution: uniform, low: -1, high: 2.5, seed: 7}\n"
             "runs: {warmup: 0, count: 3}\nstreams: 2\ntiming_only: true\n")
-    (s,) = load_scenario(write(tmp_path, text))
+    (s,) = load_scenario(write(tmp_path, text), allow_external_delegates=True)
     assert (s.name, s.description, s.device) == ("full", "all keys", "pixel4")
     assert dict(s.model.args) == {"alpha": 0.25, "resolution": 96}
     assert s.model.quantization is Quantization.DYNAMIC_RANGE
@@ -142,8 +143,9 @@ def test_delegate_lists_label_as_kinds(tmp_path):
 
 
 def test_relative_paths_resolve_against_the_scenario_folder(tmp_path):
-    for name in ("models/m.tflite", "data/x.npz", "phones/p.yaml"):
+    for name in ("models/m.tflite", "phones/p.yaml"):
         write(tmp_path, "placeholder", name)
+    np.savez(write(tmp_path, "", "data/x.npz"), input=np.zeros((1, 4), np.float32))
     text = "device: ../phones/p.yaml\nmodel: {path: ../models/m.tflite}\ninputs: {file: ../data/x.npz}\n"
     (s,) = load_scenario(write(tmp_path, text, "sub/s.yaml"))
     assert s.model.path == (tmp_path / "models/m.tflite").resolve()

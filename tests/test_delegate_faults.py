@@ -1,0 +1,230 @@
+"""Delegate faults follow TFLite's semantics and never crash or hang the tool: each of the 31 injected
+faults (tests/faulty_delegates.py) through the API and through `dtb benchmark --external_delegate_path`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from delegates.guard import DelegateTimeout, time_budget
+from delegates.registry import load_external
+from runtime.cli import main
+from runtime.delegation import RESTORED
+from runtime.errors import DelegateError
+from runtime.interpreter import Interpreter
+from runtime.zoo import build
+from tests import faulty_delegates
+from tests.faulty_delegates import CASES
+
+ROOT = Path(__file__).resolve().parent.parent
+BUDGET = 0.3   # seconds per delegate call in these tests: the hanging faults cost this much each
+MODULE = "tests.faulty_delegates"
+BENCH = ["benchmark", "--zoo", "tiny_cnn", "--zoo_args", "resolution=16", "--device", "pixel4", "--num_runs", "2",
+         "--delegate_timeout_secs", str(BUDGET)]
+
+
+def by_stage(stage: str) -> list[str]:
+    return [case for case, (where, _) in CASES.items() if where == stage]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def release_hung_calls():
+    yield
+    faulty_delegates.RELEASE.set()  # the abandoned threads of the hanging faults may end now
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return build("tiny_cnn", resolution=16)
+
+
+def reference(graph, x):
+    it = Interpreter(graph=graph)
+    it.allocate_tensors()
+    it.set_tensor(graph.inputs[0], x)
+    it.invoke()
+    return it.get_tensor(graph.outputs[0])
+
+
+def sample(graph):
+    return np.random.default_rng(0).standard_normal(graph.tensors[graph.inputs[0]].shape).astype(np.float32)
+
+
+def delegate_for(case: str):
+    with time_budget(BUDGET):
+        return load_external(f"{MODULE}:make_{case}")
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main([*BENCH, *argv])
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    return code, captured.out, captured.err
+
+
+def test_the_family_has_31_faults_each_with_a_factory():
+    assert len(CASES) == 31
+    assert all(callable(getattr(faulty_delegates, f"make_{case}")) for case in CASES)
+
+
+# -- the factory and what it returns ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", by_stage("load"))
+def test_a_bad_factory_is_a_delegate_error_through_the_api(case):
+    with pytest.raises(DelegateError) as info:
+        delegate_for(case)
+    assert CASES[case][1] in str(info.value) and f"make_{case}" in str(info.value)
+
+
+@pytest.mark.parametrize("case", by_stage("load"))
+def test_a_bad_factory_is_one_line_on_the_command_line(capsys, case):
+    code, out, err = cli(capsys, f"--external_delegate_path={MODULE}:make_{case}")
+    assert code == 1 and err.count("\n") == 1 and CASES[case][1] in err, err
+
+
+# -- while the delegate is applied -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", by_stage("apply"))
+def test_a_failure_while_applying_restores_the_original_plan(graph, case):
+    delegate = delegate_for(case)
+    with time_budget(BUDGET):
+        it = Interpreter(graph=graph, experimental_delegates=[delegate], device="pixel4")
+    delegation = it.simulation.delegation
+    assert delegation.restored and delegation.log[-1] == RESTORED
+    assert any(CASES[case][1] in line for line in delegation.log), delegation.log
+    assert set(delegation.placement().values()) == {"CPU"}
+    assert delegation.per_delegate[-1].error
+    it.allocate_tensors()
+    x = sample(graph)
+    it.set_tensor(graph.inputs[0], x)
+    it.invoke()
+    np.testing.assert_array_equal(it.get_tensor(graph.outputs[0]), reference(graph, x))
+
+
+@pytest.mark.parametrize("case", by_stage("apply"))
+def test_a_failure_while_applying_stops_benchmark_or_falls_back_on_request(capsys, case):
+    flag = f"--external_delegate_path={MODULE}:make_{case}"
+    code, out, err = cli(capsys, flag)
+    assert code == 1 and err == "dtb benchmark: error: Failed to apply EXTERNAL delegate.\n"
+    assert RESTORED in out and CASES[case][1] in out
+    code, out, err = cli(capsys, flag, "--cpu_fallback")
+    assert code == 0 and err == ""
+    assert "Failed to apply EXTERNAL delegate; running on the CPU (--cpu_fallback)." in out
+    assert "Inference timings in us" in out
+
+
+# -- in an invoke ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", by_stage("invoke"))
+def test_a_failure_in_invoke_is_a_delegate_error_naming_what_is_wrong(graph, case):
+    it = Interpreter(graph=graph, experimental_delegates=[delegate_for(case)], device="pixel4")
+    assert not it.simulation.delegation.restored
+    it.allocate_tensors()
+    it.set_tensor(graph.inputs[0], sample(graph))
+    with time_budget(BUDGET), pytest.raises(DelegateError) as info:
+        it.invoke()
+    message = str(info.value)
+    assert CASES[case][1] in message, message
+    if case.startswith("output_") or case == "invoke_missing_output":  # delegate, tensor, expected, got
+        assert "'probabilities'" in message and "expected a float32 array of shape [1, 10]" in message
+    if case == "invoke_hangs":
+        assert isinstance(info.value, DelegateTimeout)
+
+
+@pytest.mark.parametrize("case", by_stage("invoke"))
+def test_invoke_with_cpu_fallback_reruns_on_the_cpu(graph, case):
+    it = Interpreter(graph=graph, experimental_delegates=[delegate_for(case)], device="pixel4")
+    it.allocate_tensors()
+    x = sample(graph)
+    it.set_tensor(graph.inputs[0], x)
+    with time_budget(BUDGET):
+        it.invoke_with_cpu_fallback()
+    np.testing.assert_array_equal(it.get_tensor(graph.outputs[0]), reference(graph, x))
+    sim = it.simulation
+    assert sim.delegation.restored and "running on the CPU" in sim.delegation.log[-1]
+    it.invoke()  # the delegate is gone: later invokes stay on the CPU
+    assert len(sim.latencies) == 2
+
+
+@pytest.mark.parametrize("case", by_stage("invoke"))
+def test_a_failure_in_invoke_stops_benchmark_or_falls_back_on_request(capsys, case):
+    flag = f"--external_delegate_path={MODULE}:make_{case}"
+    code, out, err = cli(capsys, flag)
+    assert code == 1 and err.count("\n") == 1 and CASES[case][1] in err, err
+    code, out, err = cli(capsys, flag, "--cpu_fallback")
+    assert code == 0 and err == "" and "running on the CPU" in out and "Inference timings in us" in out
+
+
+# -- NaN and infinity ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", by_stage("flag"))
+def test_nonfinite_outputs_are_flagged_in_the_record_and_the_json_stays_strict(capsys, tmp_path, case):
+    path = tmp_path / "r.json"
+    code, out, err = cli(capsys, f"--external_delegate_path={MODULE}:make_{case}", "--output_json", str(path))
+    assert code == 0 and err == ""
+    assert "FaultyDelegate returned NaN or infinity in tensor #16 'probabilities'" in out
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} in --output_json")
+
+    record = json.loads(path.read_text(), parse_constant=refuse)
+    assert record["nonfinite"] == [{"delegate": "FaultyDelegate", "tensor": "probabilities", "index": 16,
+                                    "invokes": 3}]  # the warm-up run and the two regular ones
+    assert record["output_diff"][0]["avg_error"] is None
+
+
+def test_nonfinite_outputs_are_counted_through_the_api(graph):
+    it = Interpreter(graph=graph, experimental_delegates=[delegate_for("output_nan")], device="pixel4")
+    it.allocate_tensors()
+    it.set_tensor(graph.inputs[0], sample(graph))
+    it.invoke()
+    it.invoke()
+    assert dict(it.simulation.nonfinite) == {("FaultyDelegate", graph.outputs[0]): 2}
+    assert np.isnan(it.get_tensor(graph.outputs[0])).sum() == 1
+
+
+# -- budgets and real processes --------------------------------------------------------------------
+
+
+def test_a_hung_call_costs_the_budget_not_forever(graph):
+    delegate = delegate_for("supported_hangs")
+    start = time.monotonic()
+    with time_budget(0.2):
+        it = Interpreter(graph=graph, experimental_delegates=[delegate], device="pixel4")
+    assert time.monotonic() - start < 5 and it.simulation.delegation.restored
+
+
+def test_a_slow_call_within_the_budget_is_no_fault(graph):
+    from delegates.api import Delegate, Support
+
+    class Slow(Delegate):
+        name, unit = "Slow", "gpu"
+
+        def is_node_supported(self, op, graph):
+            time.sleep(0.01)   # 0.01 s per op: far more than the budget for all ops together,
+            return Support(False, "slow and picky")   # but within it per call
+
+    with time_budget(0.05):
+        it = Interpreter(graph=graph, experimental_delegates=[Slow()], device="pixel4")
+    assert not it.simulation.delegation.restored
+
+
+@pytest.mark.parametrize("case, code", [("invoke_hangs", 1), ("supported_hangs", 1), ("output_nan", 0)])
+def test_the_dtb_process_ends_even_with_a_call_still_stuck(case, code):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "runtime.cli", *BENCH, f"--external_delegate_path={MODULE}:make_{case}"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == code and "Traceback" not in done.stderr, done.stderr
+    assert time.monotonic() - start < 20
