@@ -21,8 +21,9 @@ __all__ = ["Param", "Fit", "RowSim", "Evaluator", "candidate_params", "fit", "cr
 # beside each row's log(simulated/measured). At 0.1 a parameter moves a factor e away from its prior
 # only if that buys about 10% on one row, so few rows cannot push it to an absurd value.
 PRIOR_WEIGHT = 0.1
-# Residuals beyond about this much (log latency, ~15%) count linearly, not quadratically (scipy's
-# soft_l1 loss): a row no mechanism explains cannot drag every parameter toward it.
+# Residuals beyond about this much (log latency, ~15%) count less and less (scipy's Cauchy loss,
+# which redescends): a row no mechanism explains is left as an outlier instead of dragging every
+# parameter halfway toward it (a soft-L1 loss would settle between two contradicting rows).
 ROBUST_SCALE = 0.15
 # A parameter stays within [prior / SPREAD, prior x SPREAD] (and efficiencies at most 1).
 SPREAD = 8.0
@@ -263,7 +264,7 @@ def fit(evaluator: Evaluator, params: Sequence[Param], rows: Sequence[int] | Non
         return Fit((), (), tuple(ms for ms, _ in results), tuple(sub), count[0])
     result = least_squares(residual_and_keep, np.zeros(len(params)), jac=jacobian_cached, bounds=(lo, hi),
                            method="trf", x_scale=1.0, max_nfev=max_nfev, xtol=1e-4, ftol=1e-6,
-                           loss="soft_l1", f_scale=ROBUST_SCALE)
+                           loss="cauchy", f_scale=ROBUST_SCALE)
     final = run(result.x)
     return Fit(tuple(params), tuple(float(v) for v in values(result.x)), tuple(ms for ms, _ in final),
                tuple(sub), count[0])

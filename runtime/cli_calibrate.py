@@ -44,11 +44,23 @@ def _models(row: Row):
 
     try:
         if row.model.endswith(".tflite") or os.sep in row.model:
-            return build_model(ModelSpec(path=Path(row.model)))
+            return build_model(ModelSpec(path=_local(row)))
         return build_model(ModelSpec(zoo=row.model, args=freeze(dict(row.args)),
                                      quantization=Quantization(row.quantization)))
     except (ValueError, OSError) as exc:
         raise CalibrationError(f"{row.source}: model {row.label}: {exc}") from None
+
+
+def _local(row: Row) -> Path:
+    """A log's Graph line names the file on the phone: use it if it is here, else a file of the
+    same name beside the measurement file, else in the current folder."""
+    named = Path(row.model)
+    log_dir = Path(row.source.rsplit(":", 1)[0]).parent
+    for candidate in (named, log_dir / named.name, Path.cwd() / named.name):
+        if candidate.is_file():
+            return candidate
+    raise CalibrationError(f"{row.source}: model {row.model} not found (nor {named.name} beside the measurements "
+                           f"or in the current folder)")
 
 
 def calibrate_files(paths: Sequence[str], base: str, device: str | None = None, model: str | None = None):

@@ -126,3 +126,40 @@ def test_calibrate_recovers_known_factors_from_benchmark_logs(tmp_path, op_profi
     for path, factor in factors.items():
         p, value = fitted[path]
         assert value / p.prior == pytest.approx(factor, rel=0.02), p.name
+
+
+# -- the command line ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("content, base, message", [
+    (None, "pixel4", "cannot read the measurements"),
+    ("model,latency_ms\nx,1\n", "pixel4", "missing column"),
+    (HEADER + "mobilenet_v1,alpha=0.25,none,pixel4,cpu,4,1\nmobilenet_v1,alpha=0.25,none,pixel3,cpu,4,1\n",
+     "pixel4", "several phones (pixel3, pixel4)"),
+    (HEADER + "nowhere/m.tflite,,none,pixel4,cpu,4,1\n", "pixel4", "not found"),
+    (HEADER + "mobilenet_v1,alpha=0.25,none,pixel4,cpu,4,1\n", "nophone", "unknown profile"),
+    ("Graph: [zoo:nomodel?&quantization=none]\nInference timings in us: Init: 1, First inference: 1, "
+     "Warmup (avg): 1, Inference (avg): 1000\n", "pixel4", "unknown zoo model"),
+])
+def test_bad_measurements_are_one_line_naming_the_file(tmp_path, capsys, content, base, message):
+    path = tmp_path / ("m.csv" if content is None or content.startswith("model") else "m.log")
+    if content is not None:
+        path.write_text(content)
+    assert cli.main(["calibrate", str(path), "--base", base]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dtb calibrate: error:") and message in err and "\n" not in err
+    assert not list(tmp_path.glob("*.yaml"))
+
+
+def test_calibrate_writes_a_loadable_profile_and_prints_the_cross_validation(tmp_path, capsys):
+    csv = tmp_path / "m.csv"
+    csv.write_text(HEADER + "".join(f"mobilenet_v1,alpha=0.25;resolution={r},none,pixel4,{d},4,{ms}\n"
+                                    for r, d, ms in [(96, "cpu", 0.9), (96, "gpu", 1.4), (128, "cpu", 1.3),
+                                                     (128, "gpu", 1.5)]))
+    out = tmp_path / "mine.yaml"
+    assert cli.main(["calibrate", str(csv), "--base", "pixel4", "-o", str(out), "--cv", "--max_nfev", "5"]) == 0
+    text = capsys.readouterr().out
+    assert "Leave-one-model-out cross-validation (4 rows)" in text and "fastest delegate agrees for" in text
+    mine = load_profile(out)
+    info = dict(mine.calibration)
+    assert info["rows"] == "4" and info["measurements"] == "m.csv"
+    assert (out.parent / info["prior"]).resolve() == (PROFILE_DIR / "priors" / "pixel4.yaml").resolve()
