@@ -312,9 +312,22 @@ def load_device(sc):
     return _PROFILES[key]
 
 
+def cell_profile(sc):
+    """The cell's phone, on the API level the scenario asks for (`api_level:`)."""
+    from runtime.errors import ProfileError
+    from sim.profile import with_api_level
+
+    try:
+        return with_api_level(load_device(sc), sc.api_level)
+    except ProfileError as exc:
+        if sc.api_level is None:
+            raise
+        raise ScenarioError(f"{sc.source}: api_level: {exc}") from None
+
+
 def run_scenario(sc, progress: Progress | None = None) -> tuple[dict, SoC]:
     """One matrix cell: build the model and the phone, run, measure; the record of results.json."""
-    profile = load_device(sc)
+    profile = cell_profile(sc)
     graph = build_model(sc.model, sc.source)
     threads = sc.cpu.threads if sc.cpu.threads else 4 if profile.os == "android" else 2
     record, soc = simulate(graph, profile, _delegate_factory(sc.delegates, profile), threads, sc.runs.warmup,
@@ -343,7 +356,7 @@ def _check_cell(sc) -> None:
     """The cell's phone and delegates (created once and dropped), and its input file against the model."""
     where = f"{sc.source}" + (f" ({sc.label})" if sc.label else "")
     try:
-        _delegate_factory(sc.delegates, load_device(sc))
+        _delegate_factory(sc.delegates, cell_profile(sc))
         if sc.inputs.file is not None:
             make_inputs(build_model(sc.model, sc.source), sc.inputs, 0)
     except ScenarioError:

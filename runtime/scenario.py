@@ -116,6 +116,7 @@ class Scenario:
     model: ModelSpec
     description: str = ""
     device_file: Path | None = None     # set when the device was given as a path
+    api_level: int | None = None        # run the Android phone on another API level (None: the profile's)
     delegates: tuple[DelegateSpec, ...] = ()
     cpu: CpuSpec = CpuSpec()
     inputs: InputSpec = InputSpec()
@@ -129,7 +130,7 @@ class Scenario:
 # Key tree of the schema: a dict is a section with known keys, None a leaf, _FREE a mapping of any keys.
 _FREE = "free"
 _SCHEMA: dict[str, Any] = {
-    "name": None, "description": None, "device": None,
+    "name": None, "description": None, "device": None, "api_level": None,
     "model": {"zoo": None, "args": _FREE, "path": None, "quantization": None},
     "delegates": None, "cpu": {"threads": None},
     "inputs": {"distribution": None, "seed": None, "low": None, "high": None, "file": None},
@@ -204,6 +205,7 @@ def _scenario(ctx: Ctx, doc: dict[str, Any], source: Path, cell: tuple[tuple[str
     name = text(ctx, doc.get("name", source.stem), ("name",))
     return Scenario(
         name=name, source=source.resolve(), device=device, device_file=device_file,
+        api_level=integer(ctx, doc["api_level"], ("api_level",), least=21, most=40) if "api_level" in doc else None,
         model=_model(ctx, doc["model"], ("model",)),
         description=text(ctx, doc["description"], ("description",)) if "description" in doc else "",
         delegates=_delegates(ctx, doc.get("delegates"), ("delegates",), load),

@@ -12,6 +12,7 @@ import yaml
 from runtime import cli
 from runtime.calibrate import fit
 from runtime.cli_calibrate import _fmt, calibrate_files, render_profile
+from runtime.errors import ScenarioError
 from runtime.measurements import MeasurementError, read_csv, read_log, read_measurements
 from runtime.yamlcheck import parse
 from sim.profile import PROFILE_DIR, load_profile
@@ -163,3 +164,18 @@ def test_calibrate_writes_a_loadable_profile_and_prints_the_cross_validation(tmp
     info = dict(mine.calibration)
     assert info["rows"] == "4" and info["measurements"] == "m.csv"
     assert (out.parent / info["prior"]).resolve() == (PROFILE_DIR / "priors" / "pixel4.yaml").resolve()
+
+
+def test_a_scenario_can_run_the_phone_on_another_api_level(tmp_path):
+    """The per-channel int8 MobileNet needs NNAPI 1.2: the Pixel 3 on Android 10 takes it, on 9 not."""
+    from runtime.runner import run_file
+
+    text = ("device: pixel3\nmodel: {zoo: tiny_cnn, quantization: int8}\ndelegates: [nnapi: {}]\n"
+            "timing_only: true\nruns: {warmup: 0, count: 1}\nmatrix:\n  api_level: [28, 29]\n")
+    (tmp_path / "s.yaml").write_text(text)
+    results = run_file(tmp_path / "s.yaml", tmp_path / "out")
+    delegated = [r["delegates"][0]["nodes_delegated"] for r in results["records"]]
+    assert delegated[0] == 0 and delegated[1] > 0
+    (tmp_path / "ios.yaml").write_text(text.replace("pixel3", "iphone_xs"))
+    with pytest.raises(ScenarioError, match="api_level: .*Android phones only"):
+        run_file(tmp_path / "ios.yaml", tmp_path / "out2")
