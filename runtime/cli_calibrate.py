@@ -152,6 +152,8 @@ def _print_cv(predictions: Sequence[Prediction]) -> None:
 
 # -- writing the profile ----------------------------------------------------------------------------
 
+# A prior profile says what it is on a header line starting so; the calibrated file says what it is.
+PRIOR_MARK = "# The prior of a calibrated profile:"
 _LINE = re.compile(r"^(?P<head>\s*[\w.-]+:\s*)(?P<value>[^\s#]+)(?P<pad>\s*)(?:#\s?(?P<comment>.*))?$")
 
 
@@ -176,6 +178,8 @@ def render_profile(text: str, lines: dict, result: Fit, source: str, prior: str)
         line = f"{head}{_fmt(value)}"
         out[n] = f"{line:{max(len(line) + 1, 32)}s}# fitted: {source} ({rows} rows); prior {_fmt(p.prior)}" + \
                  (f" ({was})" if was else "")
+    out = [f"# Calibrated: dtb calibrate fitted this file's numbers marked \"fitted\" to {source}, from {prior}."
+           if ln.startswith(PRIOR_MARK) else ln for ln in out]
     out = [ln for ln in out if not ln.startswith("calibration:") and not ln.startswith("  prior:")
            and not ln.startswith("  measurements:") and not ln.startswith("  rows:")]
     out += ["", "calibration:                    # written by dtb calibrate; refit with it from the prior",
