@@ -204,8 +204,18 @@ class NnapiDelegate(Delegate):
         return device.execution_s if device is not None else 0.0
 
     def _device_on(self, unit_name: str) -> NnapiDeviceSpec | None:
-        return next((b.device for b in self._candidates if b.device is not None and b.device.unit == unit_name),
+        """The (best-ranked) device on a unit, as the current profile describes it."""
+        name = next((b.device.name for b in self._candidates if b.device is not None and b.device.unit == unit_name),
                     None)
+        return self.driver.device(name) if name is not None else None
+
+    def use_profile(self, profile) -> None:
+        """Read the devices' costs (execution call, rate scale, preferences) from another profile of
+        the same phone: what a calibration does when it re-times a plan with other numbers. Which
+        device takes which op does not change."""
+        self.profile, self.driver = profile, NnapiDriver(profile)
+        if self.device is not None:
+            self.device = self.driver.device(self.device.name)
 
     def _model(self, graph: Graph) -> tuple[_Binding, Support | None]:
         entry = self._models.get(graph)
@@ -267,7 +277,7 @@ class NnapiDelegate(Delegate):
     def invoke_seconds(self, spec) -> float:
         """Each execution goes through the driver: its per-execution cost (which for a DSP device
         includes the remote call) replaces the unit's own invoke cost."""
-        return self.device.execution_s if self.device is not None else spec.invoke_s
+        return self.driver.device(self.device.name).execution_s if self.device is not None else spec.invoke_s
 
     def unit_scales(self, unit):
         """The driver's answer to the execution preference: (rate, power) scales of the device on

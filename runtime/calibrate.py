@@ -147,14 +147,11 @@ class RowSim:
 
 
 def _rebind(delegate, profile) -> None:
-    """An NNAPI delegate reads its device's per-execution cost from the profile it was made for."""
-    driver = getattr(delegate, "driver", None)
-    if driver is None or getattr(delegate, "device", None) is None:
-        return
-    from sim.npu import NnapiDriver
+    """An NNAPI delegate reads its devices' costs from the profile it was made for."""
+    from delegates.nnapi import NnapiDelegate
 
-    delegate.profile, delegate.driver = profile, NnapiDriver(profile)
-    delegate.device = delegate.driver.device(delegate.device.name)
+    if isinstance(delegate, NnapiDelegate):
+        delegate.use_profile(profile)
 
 
 def _per_type(trace) -> dict[str, float]:

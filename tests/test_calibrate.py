@@ -179,3 +179,23 @@ def test_a_scenario_can_run_the_phone_on_another_api_level(tmp_path):
     (tmp_path / "ios.yaml").write_text(text.replace("pixel3", "iphone_xs"))
     with pytest.raises(ScenarioError, match="api_level: .*Android phones only"):
         run_file(tmp_path / "ios.yaml", tmp_path / "out2")
+
+
+def test_re_timing_a_plan_on_other_numbers_equals_a_fresh_simulation():
+    """The fit re-times each row's plan on each trial profile; that must be what a fresh
+    interpreter on that profile simulates, NNAPI driver costs and steps included."""
+    from delegates.registry import parse_flags
+    from runtime.interpreter import Interpreter
+    from runtime.measurements import DELEGATES
+
+    rows, base, evaluator, params = calibrate_files([str(MEASUREMENTS / "pixel4.csv")], "pixel4")
+    values = [p.prior * (1.3 if k % 2 else 0.7) for k, p in enumerate(params)]
+    assert any(p.path[0] == "nnapi" for p in params)
+    profile = evaluator.profile(params, values)
+    fast = [ms for ms, _ in evaluator.run(params, values)]
+    for row, sim in zip(rows, evaluator.sims):
+        delegates, _ = parse_flags(list(DELEGATES[row.delegate]), profile)
+        it = Interpreter(graph=sim.graph, experimental_delegates=delegates, num_threads=row.threads,
+                         device=profile, timing_only=True)
+        it.allocate_tensors()
+        assert it.simulation.invoke() * 1e3 == pytest.approx(fast[rows.index(row)], rel=1e-12), row.label
