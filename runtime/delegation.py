@@ -160,14 +160,26 @@ def _apply_one(graph: Graph, plan: Plan, delegate: Delegate, log: list[str],
     return new_plan, report
 
 
-def _call(what: str, fn, *args):
-    """Run one delegate callback, watched (delegates.guard); any exception, or a call that outlives
-    the time budget, becomes a delegate failure with its message."""
+def _watched(what: str, body):
+    """body(call) on the delegate's watched thread (delegates.guard), where call(name, fn, *args)
+    runs one callback within the time budget; any exception or overrun becomes a delegate failure.
+    One hand-off to the thread for a whole loop of callbacks, not one per callback."""
+    def run(mark):
+        def call(name: str, fn, *args):
+            mark(name)
+            try:
+                return fn(*args)
+            except _Failure:
+                raise
+            except Exception as exc:  # a delegate's bug must restore the CPU plan too, as in TFLite
+                raise _failure(name, exc) from None
+        return body(call)
+
     try:
-        return guard.call(what, fn, *args)
+        return guard.run(run, what)
     except _Failure:
         raise
-    except Exception as exc:  # a delegate's bug must restore the CPU plan too, as in TFLite
+    except Exception as exc:  # a call past the budget, or SystemExit and the like from delegate code
         raise _failure(what, exc) from None
 
 
@@ -214,27 +226,38 @@ def _rebuild(graph: Graph, plan: Plan, subsets: Sequence[Subset],
              delegate: Delegate) -> tuple[Plan, tuple[DelegateStep, ...]]:
     """The plan in subset order, and its new delegate nodes: CPU subsets keep their steps, each
     delegated one becomes one node whose kernel is created (TFLite's Init) as it is added."""
-    steps: list[CpuStep | DelegateStep] = []
-    created: list[DelegateStep] = []
-    for s in subsets:
-        if not s.delegated:
-            steps.extend(plan[i] for i in s.nodes)
-            continue
-        ops = tuple(plan[i].op for i in s.nodes)
-        partition = Partition(graph, ops, s.inputs, s.outputs, delegate.name)
-        what = f"{delegate.name} create_kernel"
-        kernel = _kernel(_call(what, delegate.create_kernel, partition), what)
-        created.append(DelegateStep(partition, delegate, kernel))
-        steps.append(created[-1])
-    return tuple(steps), tuple(created)
+    what = f"{delegate.name} create_kernel"
+
+    def body(call) -> tuple[Plan, tuple[DelegateStep, ...]]:
+        steps: list[CpuStep | DelegateStep] = []
+        created: list[DelegateStep] = []
+        for s in subsets:
+            if not s.delegated:
+                steps.extend(plan[i] for i in s.nodes)
+                continue
+            ops = tuple(plan[i].op for i in s.nodes)
+            partition = Partition(graph, ops, s.inputs, s.outputs, delegate.name)
+            kernel = _kernel(call(what, delegate.create_kernel, partition), what)
+            created.append(DelegateStep(partition, delegate, kernel))
+            steps.append(created[-1])
+        return tuple(steps), tuple(created)
+
+    return _watched(what, body)
 
 
 def _prepare(created: Sequence[DelegateStep], delegate: Delegate, node_number: int) -> None:
-    for number, step in enumerate(created, node_number):
-        try:
-            _call(f"{delegate.name} prepare", step.kernel.prepare)
-        except _Failure as failure:  # Subgraph::PrepareOpsStartingAt names the node
-            raise _Failure(*failure.lines, f"Node number {number} ({delegate.name}) failed to prepare.")
+    what = f"{delegate.name} prepare"
+    current = [node_number]
+
+    def body(call) -> None:
+        for number, step in enumerate(created, node_number):
+            current[0] = number
+            call(what, step.kernel.prepare)
+
+    try:
+        _watched(what, body)
+    except _Failure as failure:  # Subgraph::PrepareOpsStartingAt names the node
+        raise _Failure(*failure.lines, f"Node number {current[0]} ({delegate.name}) failed to prepare.") from None
 
 
 class _Answers:
@@ -252,15 +275,10 @@ class _Answers:
     def collect(cls, graph: Graph, plan: Plan, delegate: Delegate) -> "_Answers":
         """Every answer, asked on the delegate's watched thread, each question within the budget."""
         what = f"{delegate.name} is_node_supported"
-        try:
-            return guard.run(lambda mark: cls._collect(graph, plan, delegate, mark, what), what)
-        except _Failure:
-            raise
-        except Exception as exc:
-            raise _failure(what, exc) from None
+        return _watched(what, lambda call: cls._collect(graph, plan, delegate, call, what))
 
     @classmethod
-    def _collect(cls, graph: Graph, plan: Plan, delegate: Delegate, mark, what: str) -> "_Answers":
+    def _collect(cls, graph: Graph, plan: Plan, delegate: Delegate, call, what: str) -> "_Answers":
         fp16 = getattr(delegate, "fp16_dequant_rule", False)
         answers = cls()
         for pos, step in enumerate(plan):
@@ -276,13 +294,7 @@ class _Answers:
                 answers.notes.append(UnsupportedOp(step.op, op.name, FP16_DEQUANTIZE))
                 answers.messages.add(f"{_tflite_name(op)}: ")  # it refuses with no detail
                 continue
-            mark(what)
-            try:
-                answer = _support(delegate.is_node_supported(op, graph), what)
-            except _Failure:
-                raise
-            except Exception as exc:
-                raise _failure(what, exc) from None
+            answer = _support(call(what, delegate.is_node_supported, op, graph), what)
             if answer:
                 answers.supported.add(pos)
             else:

@@ -100,6 +100,11 @@ def _f2(x: float) -> str:
     return f"{x:.2f}"
 
 
+def _e3(x: Any) -> str:
+    """An output difference; None is what results.json holds for NaN or infinity."""
+    return f"{x:.3e}" if _is_number(x) else "NaN/inf" if x is None else str(x)
+
+
 def _label(k: int, rec: dict) -> str:
     return str(rec.get("label") or rec.get("scenario") or f"record {k}")
 
@@ -163,8 +168,11 @@ def _record_blocks(k: int, rec: dict) -> list[tuple]:
              str(o.get("count", ""))) for o in top]
     blocks += [("h", 3, "Top ops by average time"), ("table", ("Node", "Unit", "Avg ms", "First ms", "Runs"), rows)]
     blocks.append(("h", 3, "Output differences vs the CPU reference"))
-    diffs = [(str(d["output"]), f"{d['avg_error']:.3e}", f"{d['std_dev']:.3e}", f"{d['max']:.3e}")
-             for d in rec["output_diff"]]
+    flagged = [f"{n.get('delegate')} in '{n.get('tensor')}' ({n.get('invokes')} invokes)"
+               for n in rec.get("nonfinite") or () if isinstance(n, dict)]
+    if flagged:
+        blocks.append(("p", "NaN or infinity in delegate outputs: " + "; ".join(flagged) + "."))
+    diffs = [(str(d["output"]), _e3(d["avg_error"]), _e3(d["std_dev"]), _e3(d["max"])) for d in rec["output_diff"]]
     if not diffs:
         return blocks + [("p", "Not compared (timing only).")]
     return blocks + [("table", ("Output", "Avg error", "Std dev", "Max"), diffs)]
@@ -261,10 +269,17 @@ def _csv_row(rec: dict) -> dict[str, Any]:
                 "nodes_delegated": sum(d["nodes_delegated"] for d in ds),
                 "partitions": sum(d["partitions"] for d in ds),
                 "unsupported": sum(len(d.get("unsupported", [])) for d in ds),
-                "output_diff.max": max((d["max"] for d in rec["output_diff"]), default="")})
+                "output_diff.max": _diff_max(rec["output_diff"])})
     row.update({f"energy.rails.{r}.{k}": v[k] for r, v in rec["energy"]["rails"].items()
                 for k in ("active_mj", "total_mj")})
     return row
+
+
+def _diff_max(diffs: list[dict]) -> Any:
+    values = [d["max"] for d in diffs]
+    if any(v is None for v in values):   # NaN or infinity in an output (null in results.json)
+        return "nan"
+    return max((v for v in values if _is_number(v)), default="")
 
 
 def _csv(records: list[dict]) -> str:

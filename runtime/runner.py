@@ -157,6 +157,8 @@ def _delegate_records(delegation, kinds: Sequence[str]) -> list[dict]:
         out.append({"kind": kind, "name": rep.delegate, "nodes_delegated": rep.nodes_delegated,
                     "total_nodes": rep.total_nodes, "partitions": rep.partitions,
                     "unsupported": [{"op": u.op, "name": u.name, "reason": u.reason} for u in rep.unsupported]})
+        if rep.error:  # the delegate failed while applied (TFLite restored the plan), or was not applied
+            out[-1]["error"] = rep.error
     return out
 
 
@@ -165,9 +167,9 @@ def _diffs(graph: Graph, reference: list[dict], test: list[dict]) -> list[dict]:
     NaN or infinity in an output makes its figures None (null in results.json)."""
     rows = []
     for t in graph.outputs:
-        per_run = [output_diff(r[t], s[t]) for r, s in zip(reference, test)]
-        avg = [p[0] for p in per_run]
         with np.errstate(invalid="ignore", over="ignore"):
+            per_run = [output_diff(r[t], s[t]) for r, s in zip(reference, test)]
+            avg = [p[0] for p in per_run]
             row = {"output": graph.tensors[t].name, "avg_error": float(np.mean(avg)),
                    "std_dev": float(np.std(avg)), "max": float(max(p[2] for p in per_run))}
         rows.append({k: _finite(v) for k, v in row.items()})

@@ -228,3 +228,28 @@ def test_the_dtb_process_ends_even_with_a_call_still_stuck(case, code):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == code and "Traceback" not in done.stderr, done.stderr
     assert time.monotonic() - start < 20
+
+
+def test_faults_in_a_scenario_run(tmp_path, capsys):
+    from runtime.runner import run_file
+
+    def scenario(*cases: str) -> Path:
+        path = tmp_path / f"{'_'.join(cases)}.yaml"
+        cells = ", ".join(f"[external: {{path: '{MODULE}:make_{c}'}}]" for c in cases)
+        path.write_text("device: pixel4\nmodel: {zoo: tiny_cnn, args: {resolution: 16}}\n"
+                        f"runs: {{warmup: 0, count: 2}}\nmatrix:\n  delegates: [{cells}]\n")
+        return path
+
+    with time_budget(BUDGET):
+        results = run_file(scenario("create_raises", "output_inf"), tmp_path / "a", allow_external_delegates=True)
+    failed, flagged = results["records"]
+    assert "create_kernel: RuntimeError: create_kernel broke" in failed["delegates"][0]["error"]
+    assert failed["delegates"][0]["nodes_delegated"] == 0 and RESTORED in failed["log"]
+    assert flagged["nonfinite"][0]["invokes"] == 2 and flagged["output_diff"][0]["max"] is None
+    assert "NaN or infinity in delegate outputs: FaultyDelegate in 'probabilities' (2 invokes)." in \
+        (tmp_path / "a" / "report.md").read_text()
+    path = scenario("output_wrong_shape")
+    assert main(["run", str(path), "-o", str(tmp_path / "b"), "--allow-external-delegates"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path} (delegates=external(" in err and "[1, 10, 2]" in err
+    assert not (tmp_path / "b").exists()
