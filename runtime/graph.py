@@ -66,9 +66,11 @@ class DType(enum.Enum):
 def printable(text: str, most: int = 120) -> str:
     """A name from a file as messages show it: control characters escaped (an error stays one
     line), and cut short when it is very long."""
+    cut = len(text) > most
+    text = text[:most]
     if not text.isprintable():
         text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return text if len(text) <= most else text[:most] + "..."
+    return text + "..." if cut else text
 
 
 @dataclass(frozen=True)

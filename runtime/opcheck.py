@@ -12,7 +12,7 @@ import numpy as np
 
 from runtime import options as opt
 from runtime.errors import ModelError
-from runtime.graph import DType, Graph, Tensor
+from runtime.graph import DType, Graph, Tensor, printable
 from runtime.optypes import OpType
 
 __all__ = ["Checked", "check_graph", "check_op", "check_options", "checked", "derived_constants", "out_size",
@@ -253,6 +253,22 @@ def _bias(c: _Op, k: int, channels: int) -> None:
             raise c.fail(f"{c.name(k)} is {c.tensor(k).dtype.name}; an 8-bit op takes an INT32 bias")
 
 
+def _hybrid(c: _Op, data: int, k: int, channels: int, axis: int) -> None:
+    """Float data with 8-bit constant weights (dynamic-range quantization): the hybrid kernels
+    need int8 weights with symmetric scales, one per tensor or per output channel."""
+    x, w = c.tensor(data), c.tensor(k)
+    if x.dtype.np.kind != "f" or not w.is_constant or w.dtype not in _EIGHT_BIT:
+        return
+    name = printable(w.name)
+    if w.dtype is not DType.INT8:
+        raise c.fail(f"{w.dtype.name} weights '{name}' with float input: only int8 hybrid weights are supported")
+    if w.quant is None:
+        raise c.fail(f"int8 weights '{name}' carry no quantization scale")
+    c.weights(k, channels, axis)
+    if any(z != 0 for z in w.quant.zero_point):
+        raise c.fail(f"int8 weights '{name}' have a non-zero zero point; hybrid kernels need symmetric weights")
+
+
 def _weights_type(c: _Op, data: int, k: int) -> None:
     if c.eight_bit and c.tensor(k).dtype is not c.tensor(data).dtype:
         raise c.fail(f"{c.name(k)} is {c.tensor(k).dtype.name} weights for {c.tensor(data).dtype.name} data")
@@ -343,6 +359,7 @@ def _conv(c: _Op):
         _weights_type(c, 0, 1)
         c.quantized(0, "out")
         c.weights(1, cout, 0)
+    _hybrid(c, 0, 1, cout, 0)
     return [(x[0], oh, ow, cout)]
 
 
@@ -361,6 +378,11 @@ def _depthwise(c: _Op):
         _weights_type(c, 0, 1)
         c.quantized(0, "out")
         c.weights(1, cout, 3)
+    _hybrid(c, 0, 1, cout, 3)
+    # The integer kernels sum a filter's products exactly in float32 (runtime/ops/qconv.py, hybrid.py).
+    product = (255 * 255 if c.tensor(0).dtype is DType.UINT8 else 128 * 128) if c.eight_bit else 255 * 128
+    if (c.eight_bit or c.tensor(1).dtype in _EIGHT_BIT) and kh * kw * product > 2**24:
+        raise c.fail(f"filter {c.name(1)} of {kh}x{kw} is too large for exact float32 sums")
     return [(x[0], oh, ow, cout)]
 
 
@@ -381,6 +403,7 @@ def _transpose_conv(c: _Op):
         _weights_type(c, 2, 1)
         c.quantized(2, "out")
         c.weights(1, cout, 0)
+    _hybrid(c, 2, 1, cout, 0)
     shape = c.ints(0, "output shape", size=4)
     if shape is None:
         return [None]
@@ -407,6 +430,7 @@ def _fully_connected(c: _Op):
         _weights_type(c, 0, 1)
         c.quantized(0, "out")
         c.weights(1, units, 0)
+    _hybrid(c, 0, 1, units, 0)
     return [x[:-1] + (units,) if o.keep_num_dims else (size // depth, units)]
 
 
@@ -469,6 +493,13 @@ def _concatenation(c: _Op):
                          f"along axis {axis}")
     if c.eight_bit:
         c.quantized(*range(len(shapes)), "out")
+        y = c.out_tensor().quant
+        for k in range(len(shapes)):
+            q = c.tensor(k).quant
+            if c.tensor(k).dtype is DType.INT8 and (np.float32(q.scale[0]) != np.float32(y.scale[0])
+                                                     or q.zero_point[0] != y.zero_point[0]):
+                raise c.fail(f"int8 {c.name(k)} has scale/zero point {q.scale[0]}/{q.zero_point[0]}, the output "
+                             f"{y.scale[0]}/{y.zero_point[0]}; TFLite requires them equal")
     out = list(shapes[0])
     out[axis] = sum(s[axis] for s in shapes)
     return [tuple(out)]
@@ -517,7 +548,7 @@ def _reshape(c: _Op):
         target = c.ints(1, "new shape")
         if target is None:
             return [None]
-        where = f"{c.name(1)}"
+        where = c.name(1)
     elif c.opts is not None and c.opts.new_shape:
         target, where = list(c.opts.new_shape), "options.new_shape"
     else:
@@ -765,6 +796,17 @@ def _lstm(c: _Op):
             need(_PROJ_B, (out,), "projection bias")
     elif out != units:
         raise c.fail(f"output state has {out} units, the cell {units}, and there is no projection")
+    if c.tensor(0).dtype.np.kind == "f":  # dynamic-range weights: int8, one scale each
+        if c.opts.diagonal_recurrent_tensors and any(
+                c.has(k) and c.tensor(k).is_constant and c.tensor(k).dtype in _EIGHT_BIT for k in _W_H):
+            raise c.fail("options.diagonal_recurrent_tensors: a hybrid LSTM with diagonal recurrent weights is "
+                         "not supported")
+        for k in (*_W_X, *_W_H, *_PEEP, _PROJ_W):
+            w = c.tensor(k) if c.has(k) else None
+            if w is not None and w.is_constant and w.dtype in _EIGHT_BIT:
+                if w.dtype is not DType.INT8 or w.quant is None or len(w.quant.scale) != 1:
+                    raise c.fail(f"{c.name(k)} is {w.dtype.name} weights of a hybrid LSTM; INT8 with one "
+                                 f"quantization scale expected")
     return [(steps, batch, out) if o.time_major else (batch, steps, out)]
 
 

@@ -24,6 +24,10 @@ MAX_RANK = 16
 MAX_ELEMENTS = 2**48
 
 
+# A zero point is a value of its tensor's type (LiteRT's API returns them as int32).
+_ZERO_POINTS = {"INT8": (-128, 127), "UINT8": (0, 255), "INT16": (-32768, 32767)}
+
+
 def _check_tensors(graph) -> None:
     for t, tensor in enumerate(graph.tensors):
         shape = tensor.shape
@@ -42,6 +46,11 @@ def _check_tensors(graph) -> None:
                              f"{len(q.zero_point)} zero points")
         if not all(math.isfinite(s) for s in q.scale):
             raise ModelError(f"{graph.describe_tensor(t)} has a non-finite quantization scale")
+        lo, hi = _ZERO_POINTS.get(tensor.dtype.name, (-(2**31), 2**31 - 1))
+        if not all(lo <= z <= hi for z in q.zero_point):
+            bad = next(z for z in q.zero_point if not lo <= z <= hi)
+            raise ModelError(f"{graph.describe_tensor(t)} has zero point {bad}, outside [{lo}, {hi}] for "
+                             f"{tensor.dtype.name}")
         if len(q.scale) > 1 and not (0 <= q.axis < len(shape) and shape[q.axis] == len(q.scale)):
             raise ModelError(f"{graph.describe_tensor(t)} of shape {list(shape)} has {len(q.scale)} "
                              f"per-channel scales along dimension {q.axis}")

@@ -318,7 +318,7 @@ def mutate_graph(rng, data: bytes) -> tuple[bytes, str]:
     i = rng.randrange(len(ops))
     op = ops[i]
     kind = rng.choice(["options-type", "options-value", "drop-quant", "op-type", "shape", "input", "drop-input",
-                       "bad-quant"])
+                       "bad-quant", "input-shape", "input-shape"])
     what = ""
     if kind == "options-type":
         cls = rng.choice(list(opt.TABLES.values()))
@@ -376,6 +376,12 @@ def mutate_graph(rng, data: bytes) -> tuple[bytes, str]:
             return mutate_field(rng, data)
         tensors[t] = Tensor(x.name, shape, x.dtype, x.quant, None, x.shape_signature, x.is_variable)
         what = f"tensor #{t} shape {list(x.shape)} -> {list(shape)}"
+    elif kind == "input-shape" and graph.inputs:
+        t = rng.choice(graph.inputs)
+        x = tensors[t]
+        shape = tuple(rng.choice([d, d, 1, 2, 3, 7, 64, 1000, 5000, 1 << 16]) for d in x.shape)
+        tensors[t] = Tensor(x.name, shape, x.dtype, x.quant, x.data, x.shape_signature, x.is_variable)
+        what = f"input tensor #{t} shape {list(x.shape)} -> {list(shape)}"
     elif kind == "input" and op.inputs:
         k = rng.randrange(len(op.inputs))
         t = rng.randrange(len(tensors))
@@ -391,10 +397,29 @@ def mutate_graph(rng, data: bytes) -> tuple[bytes, str]:
         what = f"op #{i} {op.type.name} input {k} removed"
     else:
         return mutate_field(rng, data)
+    damaged = dataclasses.replace(graph, tensors=tuple(tensors), ops=tuple(ops))
+    if rng.random() < 0.5:  # declare the shapes the ops now compute: the damage then reaches further
+        damaged, what = _rederive(damaged), what + " (shapes re-derived)"
     try:
-        return dumps(dataclasses.replace(graph, tensors=tuple(tensors), ops=tuple(ops))), what
+        return dumps(damaged), what
     except Exception:  # the writer cannot express it (a value outside its field's type)
         return mutate_field(rng, data)
+
+
+def _rederive(graph):
+    """The graph with every computed tensor declared at the shape its op now computes (as far as
+    the checks get); unchanged where they refuse it."""
+    from runtime import opcheck
+    from runtime.graph import Tensor
+
+    try:
+        shapes = opcheck.check_graph(graph, strict=False).shapes
+    except Exception:
+        return graph
+    tensors = [x if x.is_constant or x.shape == s else
+               Tensor(x.name, s, x.dtype, x.quant, None, x.shape_signature, x.is_variable)
+               for x, s in zip(graph.tensors, shapes)]
+    return dataclasses.replace(graph, tensors=tuple(tensors))
 
 
 MUTATIONS: list[tuple[float, Callable]] = [(0.55, mutate_field), (0.31, mutate_graph), (0.07, truncate),
@@ -505,6 +530,7 @@ def run_api(out: Outcome, path: str, limit: int, simulated: bool, delegate: str 
     from runtime.interpreter import Interpreter
 
     where = "sim" if simulated else "api"
+    stage = "load"
     try:
         if simulated:
             delegates = []
@@ -517,9 +543,11 @@ def run_api(out: Outcome, path: str, limit: int, simulated: bool, delegate: str 
                              experimental_delegates=delegates, num_threads=2)
         else:
             it = Interpreter(model_path=path, memory_limit=limit)
+        stage = "allocate"
         it.allocate_tensors()
         if not simulated:
             _feed(it, np.random.default_rng(0))
+        stage = "invoke"
         it.invoke()
         for d in it.get_output_details():
             it.get_tensor(d["index"])
@@ -529,7 +557,9 @@ def run_api(out: Outcome, path: str, limit: int, simulated: bool, delegate: str 
         _check_message(out, where, str(exc), path)
         cause = exc.__cause__
         if cause is not None and not isinstance(cause, ModelError):
-            out.late.append(f"{where}: {type(cause).__name__}: {cause}")
+            out.late.append(f"{where}: a kernel raised {type(cause).__name__}: {cause}")
+        elif stage == "invoke":  # a kernel's own check: fine, but the reader could have said it
+            out.late.append(f"{where}: refused while running: {exc}")
     except DelegateError as exc:  # a failure of the delegate: judged against the unmutated model
         out.results[where] = "delegate-error"
         out.messages.append(f"{where}: DelegateError: {exc}")
