@@ -378,15 +378,14 @@ def run_case(case: Case, folder: Path) -> tuple[str, str]:
         return CRASH, "".join(traceback.format_exception(exc))[-3000:]
 
 
-def serve() -> None:
-    """The worker: one JSON case per stdin line, one JSON outcome per stdout line."""
+def serve(work: Path) -> None:
+    """The worker: one JSON case per stdin line, one JSON outcome per stdout line; files in `work`."""
     with contextlib.suppress(ImportError, ValueError, OSError):
         import resource
 
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     sys.stdout = open(os.devnull, "w")
-    work = Path(tempfile.mkdtemp(prefix="dtb-fuzz-"))
     import runtime.cli  # noqa: F401 - the imports are not a case's time
     import runtime.runner  # noqa: F401
     import sim.profile  # noqa: F401
@@ -406,10 +405,13 @@ class Worker:
     def __init__(self, timeout: float = TIMEOUT_S):
         self.timeout = timeout
         self.proc: subprocess.Popen | None = None
+        self.work: Path | None = None   # the worker's files, removed by close()
 
     def _start(self) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "DTB_DELEGATE_TIMEOUT": "5"}
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.fuzz_scenarios", "--serve"], cwd=ROOT, env=env,
+        self.work = self.work or Path(tempfile.mkdtemp(prefix="dtb-scenario-fuzz-"))
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.fuzz_scenarios", "--serve", str(self.work)],
+                                     cwd=ROOT, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, encoding="utf-8", errors="surrogateescape")
         ready, _, _ = select.select([self.proc.stdout], [], [], 120)
@@ -441,6 +443,9 @@ class Worker:
             self.proc.kill()
             self.proc.wait()
             self.proc = None
+        if self.work is not None:   # rmtree unlinks the case folder's link to tests/, never follows it
+            shutil.rmtree(self.work, ignore_errors=True)
+            self.work = None
 
 
 # -- the long run -----------------------------------------------------------------------------------
@@ -453,10 +458,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds a case may take")
     p.add_argument("--save", type=Path, help="write every crashing or hanging case here")
     p.add_argument("--modes", default="api,api,check,run", help="the modes cases are drawn from (a list)")
-    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--serve", type=Path, metavar="DIR", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.serve:
-        serve()
+        serve(args.serve)
         return 0
     with contextlib.suppress(ImportError, ValueError, OSError):  # the harness itself stays small too
         import resource
