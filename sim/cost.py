@@ -53,6 +53,7 @@ class Work:
     channels: int = 0                          # output channels, unpadded (SIMD lanes run along them)
     items: int = 0                             # GPU work items: output pixels x slices of channels
     im2col_bytes: int = 0                      # a CPU convolution's patch matrix, written and read back
+    im2col_rows: int = 0                       # the row copies (memcpy calls) that build it
     fused: bool = False                        # linked into the producing kernel: no launch of its own
 
     @property
@@ -147,12 +148,13 @@ def memory_seconds(work: Work, rates: Rates, bandwidth: float | None = None) -> 
 
 
 def im2col_seconds(work: Work, rates: Rates, bandwidth: float | None = None) -> float:
-    """The patch copy a CPU convolution makes before its GEMM: a pass of its own, not overlapped."""
+    """The patch copy a CPU convolution makes before its GEMM: a pass of its own on one thread, not
+    overlapped: a fixed cost per row copied plus the bytes over the bandwidth."""
     mech = rates.mech
     if not (mech.enabled and mech.im2col and work.im2col_bytes):
         return 0.0
     bw = mx.cache_bandwidth(work.im2col_bytes, bandwidth or rates.bandwidth, mech.cache_bytes, mech.cache_bandwidth)
-    return work.im2col_bytes / bw
+    return work.im2col_rows * mech.im2col_row_s + work.im2col_bytes / bw
 
 
 def op_cost(work: Work, rates: Rates, bandwidth: float | None = None) -> OpCost:

@@ -31,7 +31,8 @@ class Mechanisms:
     the last-level cache a working set can live in and its bandwidth. occupancy_items: parallel work
     items (output slices of 4 channels) needed to fill a GPU; smaller grids leave it partly idle.
     im2col: convolutions other than 1x1/stride 1 first copy their patches into a GEMM operand
-    (TFLite's optimized CPU Conv), which moves bytes the roofline does not count."""
+    (TFLite's optimized CPU Conv), which moves bytes the roofline does not count; it runs on one
+    thread, one memcpy per filter row and output pixel, each paying im2col_row_s besides its bytes."""
 
     enabled: bool = False
     join_s: float = 0.0
@@ -42,6 +43,7 @@ class Mechanisms:
     cache_bandwidth: float = 0.0
     occupancy_items: float = 0.0
     im2col: bool = False
+    im2col_row_s: float = 0.0
 
 
 def _ceil_log2(n: int) -> int:

@@ -222,7 +222,8 @@ _MECH = {"join_us": _F("join_s", False, _nonneg(per=MICRO)),
          "cache_kb": _F("cache_bytes", False, _nonneg(times=KIBI)),
          "cache_gbs": _F("cache_bandwidth", False, _positive(times=GIGA)),
          "occupancy_items": _F("occupancy_items", False, _nonneg()),
-         "im2col": _F("im2col", False, _flag)}
+         "im2col": _F("im2col", False, _flag),
+         "im2col_row_ns": _F("im2col_row_s", False, _nonneg(per=1e9))}
 
 
 def _mechanisms(ctx: _Ctx, value: Any, path: Key) -> Mechanisms:

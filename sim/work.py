@@ -124,7 +124,7 @@ def describe(op: Op, graph: Graph, shapes: Sequence[Sequence[int]], precision: P
     out = outs[0] if outs else ()   # as stored: the GPU's padded channels are real work to it
     return Work(op.name, cls, precision, macs=macs, elem_ops=elem_ops, bytes_read=read, bytes_written=written,
                 gemm=_gemm_shape(op, ins, outs), rows=_rows(out), channels=out[-1] if out else 0,
-                im2col_bytes=_im2col_bytes(op, ins, outs, precision),
+                im2col_bytes=_im2col_bytes(op, ins, outs, precision), im2col_rows=_im2col_rows(op, ins, outs),
                 items=_elements(outs[0]) // max(1, channel_align) if outs else 0)
 
 
@@ -190,6 +190,14 @@ def _im2col_bytes(op: Op, ins: list, outs: list, precision: Precision) -> int:
     if kh == kw == 1 and getattr(o, "stride_h", 1) == getattr(o, "stride_w", 1) == 1:
         return 0
     return 2 * _elements(outs[0][:-1]) * kh * kw * cin * PRECISION_BYTES[precision]
+
+
+def _im2col_rows(op: Op, ins: list, outs: list) -> int:
+    """Row copies of that im2col: one memcpy per filter row per output pixel, on one thread
+    (tflite/kernels/internal/optimized/im2col_utils.h, ExtractPatchIntoBufferColumn)."""
+    if not _im2col_bytes(op, ins, outs, Precision.INT8):
+        return 0
+    return _elements(outs[0][:-1]) * ins[1][1]
 
 
 def _gemm_shape(op: Op, ins: list, outs: list) -> tuple[int, int, int] | None:

@@ -109,11 +109,18 @@ def test_cache_resident_working_set_streams_faster_than_dram():
 
 
 def test_im2col_charges_a_pass_for_3x3_convs_on_the_cpu_only():
+    """One memcpy per filter row and output pixel, on one thread, before the GEMM."""
     three, one = _work(_conv(28, 28, 32, 32, 3)), _work(_conv(28, 28, 32, 32, 1))
     assert three.im2col_bytes == 2 * 28 * 28 * 9 * 32 * 4 and one.im2col_bytes == 0
-    on, off = _rates(1, im2col=True), _rates(1)
-    assert op_cost(three, on).seconds - op_cost(three, off).seconds == pytest.approx(three.im2col_bytes / 15e9)
+    assert (three.im2col_rows, one.im2col_rows) == (28 * 28 * 3, 0)
+    on, off = _rates(1, im2col=True, im2col_row_s=20e-9), _rates(1)
+    extra = op_cost(three, on).seconds - op_cost(three, off).seconds
+    assert extra == pytest.approx(three.im2col_bytes / 15e9 + 28 * 28 * 3 * 20e-9)
+    assert op_cost(three, _rates(4, im2col=True, im2col_row_s=20e-9)).seconds - \
+        op_cost(three, _rates(4)).seconds == pytest.approx(extra)      # no faster on four threads
     assert op_cost(one, on).seconds == op_cost(one, off).seconds
+    strided = _work(_conv(28, 28, 32, 32, 1, stride=2))
+    assert strided.im2col_rows == 14 * 14                               # a strided 1x1 conv gathers too
 
 
 # -- GPU ------------------------------------------------------------------------------------------
@@ -234,3 +241,13 @@ def test_nnapi_reference_kernels_run_at_the_drivers_rate_scale():
     t_fast, _, _ = _nnapi_run(android(30, devices=(fast,)), graph, disallow_nnapi_cpu=False)
     t_slow, _, _ = _nnapi_run(android(30, devices=(slow,)), graph, disallow_nnapi_cpu=False)
     assert t_slow > 3 * t_fast
+
+
+def test_hexagon_d32_layout_pads_depth_to_slices_of_32():
+    """Hexagon NN keeps activations in depth slices of 32: 8 channels cost the DSP what 32 do."""
+    eight, thirty_two = _work(_depthwise(28, 8), I8, align=32), _work(_depthwise(28, 32), I8, align=32)
+    assert (eight.macs, eight.bytes, eight.items) == (thirty_two.macs, thirty_two.bytes, thirty_two.items)
+    from sim.profile import load_profile
+
+    for phone in ("pixel3", "pixel4"):
+        assert load_profile(phone).unit("dsp").channel_align == 32
