@@ -137,7 +137,7 @@ def _latency(text: str, where: str) -> float:
 
 # -- benchmark_model logs ----------------------------------------------------------------------------
 
-_PARAM = re.compile(r"^\s*(?:INFO: )?([A-Za-z][A-Za-z0-9 #/()-]*?): \[(.*)\]\s*$")
+_PARAM = re.compile(r"^\s*([A-Za-z#][A-Za-z0-9 #/()-]*?): \[(.*)\]\s*$")
 _TIMINGS = re.compile(r"Inference timings in us: .*?Inference \(avg\): ([0-9.eE+-]+)")
 _SWITCH = {"Use gpu": "gpu", "Use NNAPI": "nnapi", "Use nnapi": "nnapi", "Use Hexagon": "hexagon",
            "Use CoreML": "coreml", "Use xnnpack": None}
@@ -149,7 +149,8 @@ def read_log(text: str, source: str, device: str | None = None, model: str | Non
     Inference (avg), the run's parameter lines (Graph, Num threads, Use gpu/NNAPI/Hexagon/CoreML)
     and, with --enable_op_profiling, the "Summary by node type" table's milliseconds per type."""
     rows, params = [], {}
-    lines = text.splitlines()
+    # Newer benchmark_model builds prefix every line with its log level ("INFO: ").
+    lines = [ln[6:] if ln.startswith("INFO: ") else ln for ln in text.splitlines()]
     for n, line in enumerate(lines, 1):
         m = _PARAM.match(line)
         if m and "timings" not in line:

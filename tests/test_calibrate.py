@@ -199,3 +199,27 @@ def test_re_timing_a_plan_on_other_numbers_equals_a_fresh_simulation():
                          device=profile, timing_only=True)
         it.allocate_tensors()
         assert it.simulation.invoke() * 1e3 == pytest.approx(fast[rows.index(row)], rel=1e-12), row.label
+
+
+def test_a_device_log_with_level_prefixes_and_an_op_profile_reads(tmp_path):
+    """What an Android benchmark_model run prints (INFO: prefixes, the per-node-type summary)."""
+    (tmp_path / "m.tflite").write_bytes(b"")          # the Graph line names the phone's path; found here
+    log = "\n".join([
+        "INFO: STARTING!", "INFO: Log parameter values verbosely: [0]", "INFO: Num threads: [4]",
+        "INFO: Graph: [/data/local/tmp/m.tflite]", "INFO: Enable op profiling: [1]",
+        "INFO: #threads used for CPU inference: [4]", "INFO: Loaded model /data/local/tmp/m.tflite",
+        "INFO: Inference timings in us: Init: 3105, First inference: 21412, Warmup (avg): 20001.5, "
+        "Inference (avg): 19874.2",
+        "INFO: Operator-wise Profiling Info for Regular Benchmark Runs:",
+        "============================== Summary by node type ==============================",
+        "\t             [Node type]\t  [count]\t  [avg ms]\t    [avg %]\t    [cdf %]\t  [mem KB]\t[times called]",
+        "\t                 CONV_2D\t       15\t    16.012\t    80.623%\t    80.623%\t     0.000\t       15",
+        "\t       DEPTHWISE_CONV_2D\t       13\t     3.702\t    18.640%\t    99.263%\t     0.000\t       13",
+        "", "INFO: Memory footprint delta from the start of the tool (MB): init=3.1 overall=9.8"])
+    (row,) = read_log(log, str(tmp_path / "phone.log"))
+    assert (row.model, row.threads, row.delegate) == ("/data/local/tmp/m.tflite", 4, "cpu")
+    assert row.latency_ms == pytest.approx(19.8742)
+    assert row.per_type == (("CONV_2D", 16.012), ("DEPTHWISE_CONV_2D", 3.702))
+    from runtime.cli_calibrate import _local
+
+    assert _local(row) == tmp_path / "m.tflite"
