@@ -77,8 +77,11 @@ def calibrate_files(paths: Sequence[str], base: str, device: str | None = None, 
 
 
 def cmd_calibrate(args, extra=None) -> int:
+    from runtime.cli_common import check_writable
+
     if args.max_nfev < 1 or args.max_nfev > 10_000:
         raise CalibrationError(f"--max_nfev must be in 1..10000, got {args.max_nfev}")
+    check_writable(args.output)   # before minutes of fitting, not after
     rows, (data, lines, text, path), evaluator, params = calibrate_files(
         args.measurements, args.base, args.device, args.model)
     prior = evaluator.run(params, [p.prior for p in params])
@@ -90,7 +93,8 @@ def cmd_calibrate(args, extra=None) -> int:
         from runtime.atomic import write_text
 
         source = ", ".join(_relative(Path(p), Path(args.output).parent) for p in args.measurements)
-        write_text(args.output, render_profile(text, lines, result, source, _relative(path, Path(args.output).parent)))
+        write_text(args.output, render_profile(text, lines, result, source, _relative(path, Path(args.output).parent),
+                                               args.device if args.device != data["name"] else None))
         print(f"wrote {args.output}")
     if args.cv:
         _print_cv(cross_validate(evaluator, params))
@@ -162,10 +166,14 @@ def _fmt(value: float) -> str:
     return text if "e" not in text else f"{value:.6f}".rstrip("0").rstrip(".")
 
 
-def render_profile(text: str, lines: dict, result: Fit, source: str, prior: str) -> str:
+def render_profile(text: str, lines: dict, result: Fit, source: str, prior: str, name: str | None = None) -> str:
     """The base profile's YAML with every fitted number replaced in place and its comment saying so,
-    and a `calibration:` section naming the prior and the measurements."""
+    a `calibration:` section naming the prior and the measurements, and the phone's own name when
+    it is another phone than the base's."""
     out = text.splitlines()
+    if name:
+        n = lines[("name",)] - 1
+        out[n] = f"name: {name}{' ' * max(1, 31 - len(name))}# the phone measured (the prior is another's)"
     rows = len(result.rows)
     for p, value in zip(result.params, result.values):
         n = lines[p.path] - 1

@@ -151,16 +151,26 @@ def test_bad_measurements_are_one_line_naming_the_file(tmp_path, capsys, content
     assert not list(tmp_path.glob("*.yaml"))
 
 
+def test_an_unwritable_output_is_refused_before_fitting(tmp_path, capsys):
+    csv = tmp_path / "m.csv"
+    csv.write_text(HEADER + "mobilenet_v1,alpha=0.25;resolution=96,none,pixel4,cpu,4,0.9\n")
+    assert cli.main(["calibrate", str(csv), "--base", "pixel4", "-o", str(tmp_path / "no" / "such" / "x.yaml")]) == 1
+    err = capsys.readouterr()
+    assert "dtb calibrate: error:" in err.err and "Calibrating" not in err.out
+
+
 def test_calibrate_writes_a_loadable_profile_and_prints_the_cross_validation(tmp_path, capsys):
     csv = tmp_path / "m.csv"
     csv.write_text(HEADER + "".join(f"mobilenet_v1,alpha=0.25;resolution={r},none,pixel4,{d},4,{ms}\n"
                                     for r, d, ms in [(96, "cpu", 0.9), (96, "gpu", 1.4), (128, "cpu", 1.3),
                                                      (128, "gpu", 1.5)]))
     out = tmp_path / "mine.yaml"
-    assert cli.main(["calibrate", str(csv), "--base", "pixel4", "-o", str(out), "--cv", "--max_nfev", "5"]) == 0
+    assert cli.main(["calibrate", str(csv), "--base", "pixel4", "-o", str(out), "--cv", "--max_nfev", "5",
+                     "--device", "myphone"]) == 0
     text = capsys.readouterr().out
     assert "Leave-one-model-out cross-validation (4 rows)" in text and "fastest delegate agrees for" in text
     mine = load_profile(out)
+    assert mine.name == "myphone"
     info = dict(mine.calibration)
     assert info["rows"] == "4" and info["measurements"] == "m.csv"
     assert (out.parent / info["prior"]).resolve() == (PROFILE_DIR / "priors" / "pixel4.yaml").resolve()
