@@ -220,11 +220,19 @@ def uniform_inputs(graph: Graph, seed: int) -> dict[int, np.ndarray]:
     for t in graph.inputs:
         tensor = graph.tensors[t]
         low, high = _UNIFORM[tensor.dtype.name]
-        if tensor.dtype.np.kind == "f":
-            feed[t] = rng.uniform(low, high, tensor.shape).astype(tensor.dtype.np)
-        else:
-            feed[t] = rng.integers(low, high, tensor.shape, endpoint=True).astype(tensor.dtype.np)
+        value = np.empty(tensor.shape, tensor.dtype.np)
+        flat = value.reshape(-1)
+        # Drawn in chunks into the input's own type: the same numbers as one draw of the whole
+        # input, without a float64 / int64 copy of it (a large input stays within the memory limit).
+        for start in range(0, flat.size, _CHUNK):
+            n = min(_CHUNK, flat.size - start)
+            flat[start:start + n] = (rng.uniform(low, high, n) if tensor.dtype.np.kind == "f"
+                                     else rng.integers(low, high, n, endpoint=True))
+        feed[t] = value
     return feed
+
+
+_CHUNK = 1 << 20
 
 
 _GAUSSIAN_RANGE = {"FLOAT32": (-1.0, 1.0), "FLOAT16": (-1.0, 1.0), "UINT8": (0, 255), "INT8": (-128, 127)}

@@ -196,6 +196,7 @@ class Interpreter:
             if got != exp:
                 raise ValueError(f"Cannot set tensor: Dimension mismatch. Got {got} but expected {exp} "
                                  f"for dimension {d} of input {t}.")
+        self._values[t] = None  # the old buffer goes before the copy is made: one input's bytes, not two
         self._values[t] = np.array(value, copy=True)
 
     def resize_tensor_input(self, input_index: int, tensor_size: Any, strict: bool = False) -> None:
@@ -285,8 +286,11 @@ class Interpreter:
             if len(result) != len(outs):
                 raise _prefixed(node.fail(f"kernel produced {len(result)} outputs, the op declares {len(outs)}"),
                                 self._graph)
-            for t, value in zip(outs, result):
-                values[t] = _conform(node, t, np.asarray(value), check)
+            try:
+                for t, value in zip(outs, result):
+                    values[t] = _conform(node, t, np.asarray(value), check)
+            except ModelError as exc:
+                raise _prefixed(exc, self._graph) from None
 
     def _precheck(self, node: Node, strict: bool) -> None:
         """An op whose output shapes depend on values (a RESHAPE fed a computed shape) or on

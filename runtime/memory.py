@@ -167,6 +167,8 @@ def op_scratch(graph: Graph, i: int, shape_of: Callable[[int], Shape]) -> tuple[
         temp = 8 * (sum(math.prod(s) for s in ins if s is not None) + 3 * out)
     else:
         temp = 4 * sum(math.prod(s) * graph.tensors[t].dtype.np.itemsize for t, s in zip(op.outputs, outs))
+    if op.type is OpType.DEPTHWISE_CONV_2D and len(ins) > 1 and ins[0] and ins[1] and ins[0][-1] != ins[1][-1]:
+        temp += 4 * math.prod(ins[0][:-1]) * ins[1][-1]  # the input repeated per depth multiplier
     try:
         keep = _kept(op.type, o, ins, outs)
     except (TypeError, ValueError, IndexError, AttributeError):  # shapes the checks refuse anyway
@@ -177,22 +179,28 @@ def op_scratch(graph: Graph, i: int, shape_of: Callable[[int], Shape]) -> tuple[
 def _kept(kind: OpType, o, ins: list, outs: list) -> int:
     f32 = 4
     if kind is OpType.CONV_2D and len(ins) > 1 and len(ins[0]) == 4 and len(ins[1]) == 4:
+        # runtime/ops/conv.py: the reshaped filter, the output rows, the padded input and the
+        # patch matrix (neither for a 1x1 stride-1 unpadded filter); 8-bit: its requantized rows.
         n, h, w, cin = ins[0]
         cout, kh, kw, _ = ins[1]
         _, oh, ow, _ = outs[0]
         pt, pb = pad_amounts(o.padding, h, kh, o.stride_h, o.dilation_h_factor)
         pl, pr = pad_amounts(o.padding, w, kw, o.stride_w, o.dilation_w_factor)
-        padded = n * (h + pt + pb) * (w + pl + pr) * cin
-        cols = n * oh * ow * kh * kw * cin
-        return f32 * (padded + cols + 3 * n * oh * ow * cout + cout * kh * kw * cin)
+        pads = pt + pb + pl + pr
+        padded = n * (h + pt + pb) * (w + pl + pr) * cin if pads else 0
+        pointwise = kh == kw == 1 and o.stride_h == o.stride_w == 1 and not pads
+        cols = 0 if pointwise else n * oh * ow * kh * kw * cin
+        return f32 * (padded + cols + 2 * n * oh * ow * cout + 2 * cout * kh * kw * cin)
     if kind is OpType.DEPTHWISE_CONV_2D and len(ins) > 1 and len(ins[0]) == 4 and len(ins[1]) == 4:
+        # The stride-phase planes of the padded input, the filter tiled along an output row,
+        # the output and one scratch block the size of the output.
         n, h, w, cin = ins[0]
         _, kh, kw, cout = ins[1]
         _, oh, ow, _ = outs[0]
         pt, pb = pad_amounts(o.padding, h, kh, o.stride_h, o.dilation_h_factor)
         pl, pr = pad_amounts(o.padding, w, kw, o.stride_w, o.dilation_w_factor)
         phases = n * (h + pt + pb + o.stride_h) * (w + pl + pr + o.stride_w) * cout
-        return f32 * (phases + n * h * w * cout + kh * kw * ow * cout + 3 * n * oh * ow * cout)
+        return f32 * (phases + kh * kw * ow * cout + 2 * n * oh * ow * cout)
     if kind is OpType.TRANSPOSE_CONV and len(ins) > 2 and len(ins[1]) == 4 and len(ins[2]) == 4:
         cout, kh, kw, _ = ins[1]
         n, h, w, cin = ins[2]

@@ -220,7 +220,7 @@ class _Op:
             raise self.fail(f"{self.name(k)} has {len(q.scale)} quantization scales for {channels} output channels")
         if len(q.scale) > 1 and channels > 1 and q.axis != axis:
             raise self.fail(f"{self.name(k)} is quantized along dimension {q.axis}; the kernel needs {axis}")
-        if not all(math.isfinite(s) and s >= 0 for s in q.scale):
+        if not all(map(math.isfinite, q.scale)) or min(q.scale) < 0:
             raise self.fail(f"{self.name(k)} has a negative or non-finite quantization scale")
 
 
@@ -877,7 +877,39 @@ def check_op(graph: Graph, i: int, shape_of: ShapeOf, value_of: ValueOf) -> tupl
             raise c.fail(f"{graph.describe_tensor(t)} is {graph.tensors[t].dtype.name}, a type the kernels "
                          f"do not compute on")
     outs = rule(c)
+    _check_types(c)
     return outs, c.deferred
+
+
+# The input whose element type the outputs carry (the data input), where it is not input 0.
+_DATA_INPUT = {OpType.SPLIT: 1, OpType.TRANSPOSE_CONV: 2}
+# Ops whose outputs take a type of their own (checked by their rules), or float from hybrid kernels.
+_OWN_OUTPUT_TYPE = frozenset({OpType.CAST, OpType.DEQUANTIZE, OpType.QUANTIZE, OpType.SHAPE})
+# Float kernels that compute in floating point whatever they are given: an integer input would
+# come out as float64 where the model declares an integer.
+_FLOAT_ONLY = frozenset({
+    OpType.EXP, OpType.LOG, OpType.SQRT, OpType.RSQRT, OpType.TANH, OpType.LOGISTIC, OpType.ELU, OpType.SOFTMAX,
+    OpType.LOG_SOFTMAX, OpType.HARD_SWISH, OpType.CONV_2D, OpType.DEPTHWISE_CONV_2D, OpType.TRANSPOSE_CONV,
+    OpType.FULLY_CONNECTED, OpType.AVERAGE_POOL_2D, OpType.MAX_POOL_2D, OpType.UNIDIRECTIONAL_SEQUENCE_LSTM,
+})
+
+
+def _check_types(c: _Op) -> None:
+    """Each output has the type its kernel produces: the data input's (float32 where a float
+    kernel runs 8-bit weights or computes in floating point)."""
+    kind = c.op.type
+    if kind in _OWN_OUTPUT_TYPE:
+        return
+    data = c.tensor(_DATA_INPUT.get(kind, 0))
+    if data.dtype is DType.INT16 and data.quant is not None:  # 16x8: the plan refuses it, naming the tensor
+        return
+    if kind in _FLOAT_ONLY and not c.eight_bit and data.dtype is not DType.FLOAT32:
+        raise c.fail(f"{c.name(_DATA_INPUT.get(kind, 0))} is {data.dtype.name}; the float kernel takes FLOAT32"
+                     + (" (or 8-bit data with its quantization)" if kind in _QUANT_KERNEL_OPS else ""))
+    for j, t in enumerate(c.op.outputs):
+        if c.graph.tensors[t].dtype is not data.dtype:
+            raise c.fail(f"{c.out_name(j)} is {c.graph.tensors[t].dtype.name}, but the kernel produces "
+                         f"{data.dtype.name} (the type of {c.name(_DATA_INPUT.get(kind, 0))})")
 
 
 @dataclass(frozen=True)

@@ -44,10 +44,10 @@ def _check_tensors(graph) -> None:
         if len(q.scale) != len(q.zero_point) or not q.scale:
             raise ModelError(f"{graph.describe_tensor(t)} has {len(q.scale)} quantization scales but "
                              f"{len(q.zero_point)} zero points")
-        if not all(math.isfinite(s) for s in q.scale):
+        if not all(map(math.isfinite, q.scale)):
             raise ModelError(f"{graph.describe_tensor(t)} has a non-finite quantization scale")
         lo, hi = _ZERO_POINTS.get(tensor.dtype.name, (-(2**31), 2**31 - 1))
-        if not all(lo <= z <= hi for z in q.zero_point):
+        if min(q.zero_point) < lo or max(q.zero_point) > hi:
             bad = next(z for z in q.zero_point if not lo <= z <= hi)
             raise ModelError(f"{graph.describe_tensor(t)} has zero point {bad}, outside [{lo}, {hi}] for "
                              f"{tensor.dtype.name}")

@@ -219,6 +219,28 @@ def test_hybrid_weights_without_scales_are_refused_when_read(tmp_path):
         tflite_io.load(path)
 
 
+def test_output_types_are_the_kernels(tmp_path):
+    """Found by the fuzzer: an int8 MEAN whose input was retyped uint8 was refused only after the
+    kernel ran, and without the file's name."""
+    data = bytearray(_fixture("quant", "op_mean__channels_int8.tflite"))
+    site = next(s for s in fm._Layout(bytes(data)).sites if s.what == "tensor #0.type")
+    data[site.pos] = 3  # UINT8
+    _rejected(tmp_path, bytes(data), "op #0 MEAN: output tensor #", "is INT8, but the kernel produces UINT8")
+
+
+def test_float_kernels_refuse_integer_data(tmp_path):
+    from runtime.graph import DType, Graph, Op, OpType
+
+    x, y = Tensor("x", (2, 3), DType.INT32), Tensor("y", (2, 3), DType.INT32)
+    path = tmp_path / "exp.tflite"
+    from runtime.tflite_write import save
+
+    save(Graph((x, y), (Op(OpType.EXP, (0,), (1,)),), (0,), (1,)), path)
+    with pytest.raises(ModelError, match=r"exp.tflite: op #0 EXP: input tensor #0 'x' is INT32; the float kernel takes "
+                                         r"FLOAT32"):
+        tflite_io.load(path)
+
+
 def test_zero_point_outside_its_type(tmp_path):
     """Found by the fuzzer: a zero point of 2**31 was an OverflowError in get_output_details()."""
     data = bytearray(_fixture("quant", "op_relu__4d_int8.tflite"))
@@ -443,3 +465,24 @@ def test_mutations_are_reproducible_from_their_seed():
     a = fm.make_case(random.Random(7), CORPUS)
     b = fm.make_case(random.Random(7), CORPUS)
     assert a[0] == b[0] and a[1] == b[1] and a[2] == b[2]
+
+
+def test_nan_outputs_keep_output_json_strict(tmp_path, capsys):
+    """LOG of benchmark_model's inputs (uniform in [-0.5, 0.5]) is NaN for half of them: the
+    record's figures are null, never a bare NaN, so any JSON parser reads the file."""
+    import json
+
+    from runtime.cli import main
+    from runtime.graph import DType, Graph, Op, OpType
+    from runtime.tflite_write import save
+
+    x, y = Tensor("x", (1, 64), DType.FLOAT32), Tensor("y", (1, 64), DType.FLOAT32)
+    model, record = tmp_path / "log.tflite", tmp_path / "record.json"
+    save(Graph((x, y), (Op(OpType.LOG, (0,), (1,)),), (0,), (1,)), model)
+    assert main(["benchmark", "--graph", str(model), "--num_runs", "1", "--output_json", str(record)]) == 0
+
+    def bare(constant):
+        raise AssertionError(f"bare {constant} in --output_json")
+
+    diff = json.loads(record.read_text(), parse_constant=bare)["output_diff"]
+    assert diff[0]["avg_error"] is None and diff[0]["max"] is None
