@@ -28,6 +28,9 @@ _NO_KERNEL_TYPES = {DType.STRING, DType.RESOURCE, DType.VARIANT, DType.BFLOAT16}
 _EIGHT_BIT = {DType.INT8, DType.UINT8}
 _INDEX_TYPES = {DType.INT32, DType.INT64}
 _QRANGE = {DType.INT8: (-128, 127), DType.UINT8: (0, 255), DType.INT32: (-(2**31), 2**31 - 1)}
+# Scales the 8-bit kernels can take: their float32 arithmetic (a fused activation's bound over the
+# scale, a multiplier from a ratio of scales) stays finite. Real models' scales lie far inside.
+_SCALES = (2.0**-100, 2.0**100)
 
 # Ops whose 8-bit kernels read scales and zero points (runtime/ops/q*.py); on 8-bit data the
 # others only move elements, or have no 8-bit kernel and are refused when the plan is built.
@@ -203,8 +206,9 @@ class _Op:
             if q is None:
                 raise self.fail(f"{label} is {tensor.dtype.name} without quantization parameters, "
                                 f"which the 8-bit kernel needs")
-            if not (math.isfinite(q.scale[0]) and q.scale[0] > 0):
-                raise self.fail(f"{label} has quantization scale {q.scale[0]}; a positive finite scale is needed")
+            if not _SCALES[0] <= q.scale[0] <= _SCALES[1]:
+                raise self.fail(f"{label} has quantization scale {q.scale[0]:.7g}; the 8-bit kernel needs a positive "
+                                f"scale in [2**-100, 2**100]")
             lo, hi = _QRANGE.get(tensor.dtype, (-(2**31), 2**31 - 1))
             if not lo <= q.zero_point[0] <= hi:
                 raise self.fail(f"{label} has zero point {q.zero_point[0]} outside {tensor.dtype.name}'s "
@@ -220,8 +224,8 @@ class _Op:
             raise self.fail(f"{self.name(k)} has {len(q.scale)} quantization scales for {channels} output channels")
         if len(q.scale) > 1 and channels > 1 and q.axis != axis:
             raise self.fail(f"{self.name(k)} is quantized along dimension {q.axis}; the kernel needs {axis}")
-        if not all(map(math.isfinite, q.scale)) or min(q.scale) < 0:
-            raise self.fail(f"{self.name(k)} has a negative or non-finite quantization scale")
+        if not all(map(math.isfinite, q.scale)) or min(q.scale) < 0 or max(q.scale) > _SCALES[1]:
+            raise self.fail(f"{self.name(k)} has a quantization scale that is negative, non-finite or above 2**100")
 
 
 # -- geometry -------------------------------------------------------------------------------------
@@ -305,7 +309,17 @@ def _softmax(c: _Op):
         raise c.fail(f"{c.name(0)} has shape {_fmt(x)}; softmax needs a last dimension of at least 1")
     if c.eight_bit:
         c.quantized(0)
+        beta = c.opts.beta if c.opts is not None else 1.0
+        if not (math.isfinite(beta) and beta > 0):
+            raise c.fail(f"options.beta is {beta:.7g}; the 8-bit kernel needs a positive finite beta")
     return [x]
+
+
+def _leaky_relu(c: _Op):
+    out = _unary(c)
+    if c.eight_bit and not math.isfinite(c.opts.alpha):
+        raise c.fail(f"options.alpha is {c.opts.alpha}; the 8-bit kernel needs a finite alpha")
+    return out
 
 
 def _dequantize(c: _Op):
@@ -818,7 +832,8 @@ def _densify(c: _Op):
 _RULES: dict[OpType, Callable[[_Op], list]] = {
     **{t: _binary for t in (OpType.ADD, OpType.SUB, OpType.MUL, OpType.DIV, OpType.MAXIMUM, OpType.MINIMUM,
                             OpType.SQUARED_DIFFERENCE)},
-    **{t: _unary for t in (OpType.RELU, OpType.RELU_N1_TO_1, OpType.RELU6, OpType.LEAKY_RELU, OpType.ELU,
+    OpType.LEAKY_RELU: _leaky_relu,
+    **{t: _unary for t in (OpType.RELU, OpType.RELU_N1_TO_1, OpType.RELU6, OpType.ELU,
                            OpType.LOGISTIC, OpType.TANH, OpType.EXP, OpType.LOG, OpType.SQRT, OpType.RSQRT,
                            OpType.ABS, OpType.NEG, OpType.HARD_SWISH)},
     OpType.PRELU: _binary, OpType.SOFTMAX: _softmax, OpType.LOG_SOFTMAX: _softmax,

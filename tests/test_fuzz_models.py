@@ -196,7 +196,7 @@ def test_missing_quantization_on_an_int8_op(tmp_path):
     _rejected(tmp_path, data, "CONV_2D", "weights without quantization parameters")
 
 
-@pytest.mark.parametrize("scale, pattern", [(0.0, "quantization scale 0.0"), (-1.0, "quantization scale -1.0")])
+@pytest.mark.parametrize("scale, pattern", [(0.0, "quantization scale 0;"), (-1.0, "quantization scale -1;")])
 def test_zero_or_negative_activation_scale(tmp_path, scale, pattern):
     def edit(g):
         t = g.ops[0].outputs[0]
@@ -239,6 +239,29 @@ def test_float_kernels_refuse_integer_data(tmp_path):
     with pytest.raises(ModelError, match=r"exp.tflite: op #0 EXP: input tensor #0 'x' is INT32; the float kernel takes "
                                          r"FLOAT32"):
         tflite_io.load(path)
+
+
+def test_quantized_softmax_beta(tmp_path):
+    """Found by the fuzzer: a negative beta was a ValueError (negative shift count) in the kernel."""
+    data = _graph_edit(_fixture("quant", "op_softmax__2d_int8.tflite"),
+                       lambda g: _with_options(g, next(i for i, o in enumerate(g.ops) if o.type.name == "SOFTMAX"),
+                                               beta=-1e-8))
+    _rejected(tmp_path, data, "SOFTMAX: options.beta is -1e-08; the 8-bit kernel needs a positive finite beta")
+    data = _graph_edit(_fixture("quant", "op_softmax__2d_int8.tflite"),
+                       lambda g: _with_options(g, next(i for i, o in enumerate(g.ops) if o.type.name == "SOFTMAX"),
+                                               beta=float("nan")))
+    _rejected(tmp_path, data, "SOFTMAX: options.beta is nan")
+
+
+def test_denormal_activation_scale(tmp_path):
+    """Found by the fuzzer: a scale of 1e-45 made a fused RELU6's bound infinite (OverflowError)."""
+    def edit(g):
+        i = next(i for i, o in enumerate(g.ops) if o.type.name == "CONV_2D")
+        t = g.ops[i].outputs[0]
+        return _with_tensor(g, t, quant=dataclasses.replace(g.tensors[t].quant, scale=(1e-45,)))
+
+    _rejected(tmp_path, _graph_edit(_fixture("quant", "op_conv_2d__same_s2_relu6_int8.tflite"), edit),
+              "has quantization scale 1.401298e-45; the 8-bit kernel needs a positive scale in [2**-100, 2**100]")
 
 
 def test_zero_point_outside_its_type(tmp_path):
