@@ -851,8 +851,6 @@ _RULES: dict[OpType, Callable[[_Op], list]] = {
     OpType.RESIZE_NEAREST_NEIGHBOR: _resize, OpType.UNIDIRECTIONAL_SEQUENCE_LSTM: _lstm,
 }
 
-CHECKED_OPS = frozenset(_RULES)
-
 
 def check_options(graph: Graph, i: int) -> None:
     """The op carries options of its own type (a RESHAPE never Pool2DOptions), as its kernel reads them."""

@@ -81,7 +81,7 @@ def round_fp16(x: np.ndarray) -> np.ndarray:
     own conversion, so results equal x.astype(float16) bit for bit."""
     if x.dtype != np.float32:  # float16 weights stay as stored; integers are not rounded
         return x
-    x = np.ascontiguousarray(x)
+    x = np.require(x, requirements="C")  # not ascontiguousarray: that turns a scalar into shape [1]
     b = x.view(np.uint32)
     r = b >> np.uint32(13)
     r &= np.uint32(1)

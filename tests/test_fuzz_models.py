@@ -264,6 +264,25 @@ def test_denormal_activation_scale(tmp_path):
               "has quantization scale 1.401298e-45; the 8-bit kernel needs a positive scale in [2**-100, 2**100]")
 
 
+def test_scalar_tensors_through_the_gpu_delegate(tmp_path):
+    """Found by the fuzzer's long run: a valid model computing on scalars (ADD of two scalar
+    constants, then LOG) came back from the GPU delegate as shape [1]: its float16 rounding made
+    every scalar a one-element vector, which the executor refused as a delegate error."""
+    from delegates.registry import make_delegate
+    from sim.profile import load_profile
+
+    g = tflite_io.load(FIXTURES / "ops" / "log__abs_plus1.tflite")
+    scalar = g.ops[1].inputs[1]
+    g = tflite_io.loads(dumps(fm._rederive(_with_op(g, 1, inputs=(scalar, scalar)))))
+    assert g.tensors[g.outputs[0]].shape == ()
+    phone = load_profile("pixel4")
+    it = Interpreter(graph=g, device=phone, experimental_delegates=[make_delegate("gpu", phone)])
+    it.allocate_tensors()
+    it.set_tensor(g.inputs[0], np.ones(g.tensors[g.inputs[0]].shape, np.float32))
+    it.invoke()
+    assert it.get_tensor(g.outputs[0]).shape == ()
+
+
 def test_zero_point_outside_its_type(tmp_path):
     """Found by the fuzzer: a zero point of 2**31 was an OverflowError in get_output_details()."""
     data = bytearray(_fixture("quant", "op_relu__4d_int8.tflite"))
