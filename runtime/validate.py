@@ -67,6 +67,9 @@ def _check_indices(graph, n: int) -> None:
         for t in ids:
             if not 0 <= t < n:
                 raise ModelError(f"graph {kind} refers to tensor #{t}, but the graph has {n} tensors")
+    for t in graph.inputs:  # the checks read a constant's data; an input's would come at run time
+        if graph.tensors[t].is_constant:
+            raise ModelError(f"graph input {graph.describe_tensor(t)} is a constant (it has a data buffer)")
     for i, op in enumerate(graph.ops):
         for t in op.inputs:
             if not -1 <= t < n:

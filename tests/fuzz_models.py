@@ -773,6 +773,34 @@ def long_run(cases: int, seed: int, workers: int, out_dir: Path, limit_mb: int, 
 
     import selectors
 
+    def take(entry, text: str) -> None:
+        """A worker's output so far: one JSON line per case started and per case done."""
+        state = entry[4]
+        state[1] += text
+        *lines, state[1] = state[1].split("\n")
+        for line in lines:
+            if not line.strip():
+                continue
+            msg = json.loads(line)
+            if "start" in msg:
+                state[0] = (msg["start"], time.time())
+                continue
+            state[0] = None
+            records.append(msg)
+            log.write(line + "\n")
+
+    def lost(entry, why: str) -> None:
+        """The case a worker was in when it had to go; the worker's rest goes to a new one."""
+        proc, first, count, _, state = entry
+        k = state[0][0]
+        msg = {"case": k, "results": {}, "failures": [why], "late": [], "steps": [], "peak_mb": 0,
+               "seconds": time.time() - state[0][1]}
+        records.append(msg)
+        log.write(json.dumps(msg) + "\n")
+        running.remove(entry)
+        if k + 1 < first + count:
+            pending.insert(0, (k + 1, first + count - k - 1))
+
     while pending or running:
         while pending and len(running) < workers:
             spawn(*pending.pop(0))
@@ -780,38 +808,22 @@ def long_run(cases: int, seed: int, workers: int, out_dir: Path, limit_mb: int, 
         for entry in running:
             sel.register(entry[0].stdout, selectors.EVENT_READ, entry)
         for key, _ in sel.select(timeout=5):
-            proc, first, count, _, state = key.data
-            chunk_text = proc.stdout.read() or ""
-            state[1] += chunk_text
-            *lines, state[1] = state[1].split("\n")
-            for line in lines:
-                if not line.strip():
-                    continue
-                msg = json.loads(line)
-                if "start" in msg:
-                    state[0] = (msg["start"], time.time())
-                    continue
-                state[0] = None
-                records.append(msg)
-                log.write(line + "\n")
+            take(key.data, key.data[0].stdout.read() or "")
         sel.close()
-        log.flush()
         for entry in list(running):
             proc, first, count, _, state = entry
             current = state[0]
             if current and time.time() - current[1] > CASE_SECONDS * 3:  # a hang no signal interrupted
                 proc.kill()
                 proc.wait()
-                k = current[0]
-                msg = {"case": k, "results": {}, "failures": [f"hang: killed after {CASE_SECONDS * 3} s"],
-                       "late": [], "steps": [], "peak_mb": 0, "seconds": CASE_SECONDS * 3}
-                records.append(msg)
-                log.write(json.dumps(msg) + "\n")
-                running.remove(entry)
-                if k + 1 < first + count:
-                    pending.insert(0, (k + 1, first + count - k - 1))
-            elif proc.poll() is not None and not state[1] and _drained(proc):
-                running.remove(entry)
+                lost(entry, f"hang: killed after {CASE_SECONDS * 3} s")
+            elif proc.poll() is not None:
+                take(entry, (proc.stdout.read() or "") + "\n")  # the last lines, then the worker is done
+                if state[0]:  # it died inside a case (a crash no Python handler saw)
+                    lost(entry, f"crash: the worker process died (exit status {proc.returncode})")
+                else:
+                    running.remove(entry)
+        log.flush()
         if len(records) // 500 > reported:
             reported = len(records) // 500
             print(f"{len(records)}/{cases} cases, {time.time() - started:.0f} s", flush=True)
@@ -819,11 +831,6 @@ def long_run(cases: int, seed: int, workers: int, out_dir: Path, limit_mb: int, 
     summary = summarize(records, time.time() - started)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
-
-
-def _drained(proc) -> bool:
-    rest = proc.stdout.read()
-    return not rest
 
 
 def summarize(records: list[dict], seconds: float) -> dict:

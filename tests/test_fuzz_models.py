@@ -69,9 +69,10 @@ def test_dtb_process_on_damaged_files_prints_one_line(tmp_path):
 
 
 def test_the_long_run_machinery_runs_cases_in_workers(tmp_path):
-    summary = fm.long_run(4, 0, 1, tmp_path, fm.LIMIT_MB, cli=False, measure=True, subprocess_every=0)
-    assert summary["cases"] == 4 and summary["failures"] == 0
-    assert (tmp_path / "cases.jsonl").read_text().count("\n") == 4
+    """Every case is recorded, across chunks and workers (a worker's last lines too)."""
+    summary = fm.long_run(5, 0, 2, tmp_path, fm.LIMIT_MB, cli=False, measure=True, subprocess_every=0, chunk=2)
+    assert summary["cases"] == 5 and summary["failures"] == 0
+    assert (tmp_path / "cases.jsonl").read_text().count("\n") == 5
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -281,6 +282,27 @@ def test_scalar_tensors_through_the_gpu_delegate(tmp_path):
     it.set_tensor(g.inputs[0], np.ones(g.tensors[g.inputs[0]].shape, np.float32))
     it.invoke()
     assert it.get_tensor(g.outputs[0]).shape == ()
+
+
+def test_squared_difference_of_two_scalars(tmp_path):
+    """Found by the long run: two scalar inputs made the float kernel's in-place square a TypeError."""
+    g = tflite_io.load(FIXTURES / "ops" / "squared_difference__4d_scalar.tflite")
+    scalar = next(t for t in g.ops[0].inputs if not g.tensors[t].shape)
+    g = tflite_io.loads(dumps(fm._rederive(_with_op(g, 0, inputs=(scalar, scalar)))))
+    it = Interpreter(graph=g)
+    it.allocate_tensors()
+    it.invoke()
+    assert it.get_tensor(g.outputs[0]).shape == () and it.get_tensor(g.outputs[0]) == 0
+
+
+def test_a_constant_graph_input(tmp_path):
+    """Found by the long run: a subgraph input list moved onto a RESIZE's constant size; the checks
+    read the constant, the run the input fed in its place."""
+    data = bytearray(_fixture("ops", "resize_bilinear__up_half_pixel.tflite"))
+    site = next(s for s in fm._Layout(bytes(data)).sites if s.what == "subgraph.inputs[0]")
+    size = next(t for t, x in enumerate(tflite_io.loads(bytes(data)).tensors) if x.is_constant)
+    struct.pack_into("<i", data, site.pos, size)
+    _rejected(tmp_path, bytes(data), f"graph input tensor #{size}", "is a constant (it has a data buffer)")
 
 
 def test_zero_point_outside_its_type(tmp_path):

@@ -33,7 +33,7 @@ def _int_div(a, b):
 
 
 def _squared_difference(a, b):
-    d = np.subtract(a, b)
+    d = np.asarray(np.subtract(a, b))  # two scalars subtract to a NumPy scalar, which cannot be `out`
     return np.multiply(d, d, out=d)
 
 
