@@ -283,6 +283,8 @@ def mutate_field(rng, data: bytes) -> tuple[bytes, str]:
 
 
 def truncate(rng, data: bytes) -> tuple[bytes, str]:
+    if len(data) <= 9:
+        return flip_bits(rng, data)
     cut = rng.choice([rng.randrange(8, len(data)), len(data) - rng.randrange(1, 64), len(data) // 2])
     cut = max(8, min(cut, len(data) - 1))
     return data[:cut], f"truncated to {cut} of {len(data)} bytes"
@@ -292,7 +294,7 @@ def flip_bits(rng, data: bytes) -> tuple[bytes, str]:
     out = bytearray(data)
     spots = []
     for _ in range(rng.randrange(1, 9)):
-        pos = rng.randrange(8, len(out))
+        pos = rng.randrange(min(8, len(out) - 1), len(out))
         bit = rng.randrange(8)
         out[pos] ^= 1 << bit
         spots.append(f"{pos}.{bit}")
@@ -437,7 +439,7 @@ def mutate(rng, data: bytes) -> tuple[bytes, list[str]]:
                 break
         data, what = fn(rng, data)
         steps.append(what)
-        if len(data) < 8:
+        if len(data) <= 16:  # nothing left worth damaging further
             break
     return data, steps
 
@@ -728,10 +730,10 @@ def worker(first: int, count: int, out_dir: Path, limit_mb: int, cli: bool, meas
     if measure:
         tracemalloc.start()
     for k in range(first, first + count):
+        print(json.dumps({"start": k}), flush=True)
         rng = random.Random(k)
         source, data, steps = make_case(rng, paths)
         path = str(scratch / f"case{k}.tflite")
-        print(json.dumps({"start": k}), flush=True)
         out = run_case(data, path, f"case {k}", steps, rng, limit_mb, cli, source=source)
         if subprocess_every and k % subprocess_every == 0:
             problem = _subprocess_check(path, limit_mb)
@@ -769,7 +771,7 @@ def long_run(cases: int, seed: int, workers: int, out_dir: Path, limit_mb: int, 
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent,
                                 env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
         os.set_blocking(proc.stdout.fileno(), False)
-        running.append((proc, first, count, time.time(), [None, ""]))
+        running.append((proc, first, count, time.time(), [None, "", 0]))  # case in progress, output, done
 
     import selectors
 
@@ -786,6 +788,7 @@ def long_run(cases: int, seed: int, workers: int, out_dir: Path, limit_mb: int, 
                 state[0] = (msg["start"], time.time())
                 continue
             state[0] = None
+            state[2] += 1
             records.append(msg)
             log.write(line + "\n")
 
@@ -823,6 +826,8 @@ def long_run(cases: int, seed: int, workers: int, out_dir: Path, limit_mb: int, 
                     lost(entry, f"crash: the worker process died (exit status {proc.returncode})")
                 else:
                     running.remove(entry)
+                    if state[2] < count:  # it stopped early: the rest of its cases go to another
+                        pending.insert(0, (first + state[2], count - state[2]))
         log.flush()
         if len(records) // 500 > reported:
             reported = len(records) // 500

@@ -305,6 +305,21 @@ def test_a_constant_graph_input(tmp_path):
     _rejected(tmp_path, bytes(data), f"graph input tensor #{size}", "is a constant (it has a data buffer)")
 
 
+def test_binary_ops_take_one_type(tmp_path):
+    """Found by the long run: MINIMUM of float32 and int32 came out float64, refused only after the
+    kernel ran."""
+    from runtime.graph import DType, Graph, Op, OpType
+    from runtime.tflite_write import save
+
+    x, k, y = (Tensor("x", (2, 3), DType.FLOAT32), Tensor("k", (3,), DType.INT32, data=np.arange(3, dtype=np.int32)),
+               Tensor("y", (2, 3), DType.FLOAT32))
+    path = tmp_path / "minimum.tflite"
+    save(Graph((x, k, y), (Op(OpType.MINIMUM, (0, 1), (2,)),), (0,), (2,)), path)
+    with pytest.raises(ModelError, match=r"minimum.tflite: op #0 MINIMUM: input types differ: input tensor #0 'x' is "
+                                         r"FLOAT32, input tensor #1 'k' is INT32"):
+        tflite_io.load(path)
+
+
 def test_zero_point_outside_its_type(tmp_path):
     """Found by the fuzzer: a zero point of 2**31 was an OverflowError in get_output_details()."""
     data = bytearray(_fixture("quant", "op_relu__4d_int8.tflite"))
