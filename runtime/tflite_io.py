@@ -118,6 +118,8 @@ class _Reader:
         # Codes >= 127 live only in the extended field; TFLite takes the larger of the two.
         code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
         custom = oc.CustomCode()
+        if oc.Version() < 1:  # delegates choose by version; schema versions start at 1
+            raise ModelError(f"{self.source}: operator code #{i} has version {oc.Version()}; versions start at 1")
         return code, oc.Version(), custom.decode("utf-8", "replace") if custom else None
 
     def _buffer(self, index: int, what: str) -> np.ndarray | None:

@@ -544,6 +544,9 @@ def run_api(out: Outcome, path: str, limit: int, simulated: bool, delegate: str 
                 delegates = [make_delegate(delegate, phone)]
             it = Interpreter(model_path=path, device=phone, timing_only=True, memory_limit=limit,
                              experimental_delegates=delegates, num_threads=2)
+            refused = [r.error for r in it.simulation.delegation.per_delegate if r.error]
+            if refused:  # TFLite restored the plan: the CLI then stops with benchmark_model's message
+                out.notes.append(f"sim: {delegate} not applied: {refused[0]}")
         else:
             it = Interpreter(model_path=path, memory_limit=limit)
         stage = "allocate"
@@ -640,6 +643,14 @@ def _judge_delegate(out: Outcome, source: Path | None, delegate: str | None, lim
     through the same delegate; otherwise it is the delegate's own failure, noted apart."""
     for where in ("sim", "cli"):
         if out.results.get(where) != "delegate-error":
+            continue
+        said = " ".join(m for m in out.messages if m.startswith(where))
+        if where == "cli" and "Failed to apply" in said and any("not applied" in n for n in out.notes):
+            out.notes.append("cli: benchmark_model's message for a delegate TFLite could not apply")
+            continue
+        values = [m.split(": ", 2)[-1] for m in out.late if "refused while running" in m]
+        if any(v.split(": ", 1)[-1] in said for v in values):  # the inputs' values, refused on the CPU too
+            out.notes.append(f"{where}: the delegate met the value the CPU refused")
             continue
         base = _baseline(source, delegate, limit_mb) if source is not None and delegate else None
         if base is not None and base.results.get(where) in ("delegate-error", "crash"):

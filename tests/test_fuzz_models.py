@@ -320,6 +320,15 @@ def test_binary_ops_take_one_type(tmp_path):
         tflite_io.load(path)
 
 
+def test_op_code_versions_start_at_one(tmp_path):
+    """Found by the long run: version -1 let the GPU delegate claim a dynamic-range FULLY_CONNECTED
+    that the simulated GPU cannot time."""
+    data = bytearray(_fixture("quant", "dense_dynamic.tflite"))
+    site = next(s for s in fm._Layout(bytes(data)).sites if s.what == "opcode #0.version")
+    struct.pack_into("<i", data, site.pos, -1)
+    _rejected(tmp_path, bytes(data), "operator code #0 has version -1; versions start at 1")
+
+
 def test_zero_point_outside_its_type(tmp_path):
     """Found by the fuzzer: a zero point of 2**31 was an OverflowError in get_output_details()."""
     data = bytearray(_fixture("quant", "op_relu__4d_int8.tflite"))
