@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import numpy as np  # noqa: E402
 
-from runtime import zoo  # noqa: E402
 from runtime.interpreter import Interpreter  # noqa: E402
+from runtime.loader import ModelSource, load_model  # noqa: E402
 from runtime.tflite_write import save  # noqa: E402
 
 
@@ -62,13 +62,8 @@ def main(argv=None) -> int:
         path = args.graph
         if path is None:
             path = os.path.join(tmp, "mobilenet_v1_1.0_224.tflite")
-            graph = zoo.build("mobilenet_v1", alpha=1.0, resolution=224)
-            if args.quantize == "int8":
-                from runtime.zoo.quantize import to_int8
-
-                rng = np.random.default_rng(1)
-                samples = [rng.standard_normal((1, 224, 224, 3)).astype(np.float32) for _ in range(4)]
-                graph = to_int8(graph, samples)
+            graph = load_model(ModelSource(zoo="mobilenet_v1", zoo_args={"alpha": 1.0, "resolution": 224},
+                                           quantization=args.quantize or "none", seed=1))
             save(graph, path)
         ours = Interpreter(model_path=path, num_threads=args.num_threads)
         ours.allocate_tensors()

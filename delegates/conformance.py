@@ -2,8 +2,9 @@
 
 For every op type the delegate claims (it supports at least one generated instance), each
 instance it supports runs with a fresh delegate and with the CPU reference on the same seeded
-inputs, and the outputs must agree within the tolerance of the kernel's numeric mode. The kit
-sits on top of the runtime (it drives Interpreters), so it imports the runtime lazily.
+inputs, and the outputs must agree within the tolerance of the kernel's numeric mode. Lifecycle
+cases make it fail at each callback; contract cases check its declared hooks. The kit sits on top
+of the runtime (it drives Interpreters), so it imports the runtime lazily.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from delegates.api import Delegate, DelegateError
+from delegates.conformance_contract import contract_problems
 from delegates.conformance_lifecycle import FailAt, lifecycle_case
 from delegates.conformance_report import CaseResult, ConformanceReport, Verdict
 from runtime.graph import DType, Tensor
@@ -151,10 +153,14 @@ def _run(graph, inputs: Sequence[np.ndarray], delegates: list, device: Any):
 
 
 def _mode(kernel: Any) -> NumericMode | None:
+    """The kernel's numeric mode; None for a kernel of the delegate's own (no mode, or one the
+    testbed does not know: the contract case names it)."""
+    if kernel.mode is None:
+        return None
     try:
         return NumericMode.of(kernel.mode)
-    except (AttributeError, KeyError, TypeError):
-        return None  # a kernel of the delegate's own
+    except (KeyError, TypeError):
+        return None
 
 
 class ConformanceRun:
@@ -279,12 +285,27 @@ class ConformanceRun:
                           message=problem or f"CPU outputs after the failure (on {target.name})",
                           case_id=f"lifecycle/{at.value}")
 
+    def contract(self) -> tuple[CaseResult, ...]:
+        """One failed case per declared hook (delegates.api) the delegate or its kernel breaks: the
+        wrong type, a signature the runtime cannot call, a call that raises or returns the wrong type,
+        checked on the first instance it takes. A delegate keeping the contract adds no row."""
+        target = next((p for p in self.plan() if p.supported), None)
+        graph = target.case.graph if target is not None else None
+        try:
+            problems = contract_problems(self.fresh(), graph, self.profile)
+        except Exception as exc:  # anything escaping the checks is the finding
+            problems = [("Delegate", f"checking the contract raised {type(exc).__name__}: {exc}")]
+        dtype, shapes = (target.dtype, target.case.shapes) if target is not None else ("-", "-")
+        return tuple(CaseResult("contract", dtype, 0, shapes, f"hook {hook}", Verdict.FAIL, message=message,
+                                case_id=f"contract/{hook}") for hook, message in problems)
+
     def report(self) -> ConformanceReport:
         cases = [self.execute(p) for p in self.plan()]
         lifecycle = [self.lifecycle(at) for at in FailAt]
         if None in lifecycle:
             self.notes.append("lifecycle cases not run: the delegate takes none of the generated graphs")
         cases.extend(c for c in lifecycle if c is not None)
+        cases.extend(self.contract())
         name = self.fresh().name
         return ConformanceReport(name, self.device, self.seed, self.examples, tuple(cases), self.unclaimed,
                                  tuple(self.notes))

@@ -16,7 +16,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dtb conformance",
         description="Check a delegate against the CPU reference on generated single-op graphs, "
-                    "plus its failure handling (is_node_supported, create_kernel, prepare, invoke).")
+                    "plus its failure handling (is_node_supported, create_kernel, prepare, invoke) "
+                    "and the contract of its hooks (delegates.api).")
     parser.add_argument("factory", nargs="?", help="the delegate factory as package.module:factory")
     parser.add_argument("--delegate", choices=sorted(BUILTIN),
                         help="check a built-in delegate (made for --device) instead of a factory")

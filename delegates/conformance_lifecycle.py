@@ -7,6 +7,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from delegates import contract
 from delegates.api import Delegate, DelegateKernel, Support
 from runtime.errors import DelegateError
 from runtime.graph import Graph, Op
@@ -28,22 +29,26 @@ def _injected(at: FailAt) -> DelegateError:
     return DelegateError(f"conformance: failure injected in {at.value}")
 
 
-def _forward(wrapper: Any, name: str) -> Any:
-    inner = wrapper.__dict__.get("inner")
-    if inner is None:
-        raise AttributeError(name)
-    return getattr(inner, name)
+# The callbacks the wrappers fail in; they forward every other declared hook.
+_FAILING = frozenset({FailAt.IS_NODE_SUPPORTED.value, FailAt.CREATE_KERNEL.value, FailAt.PREPARE.value,
+                      FailAt.INVOKE.value})
+
+
+def _adopt(wrapper: Any, inner: Any, owner: type) -> None:
+    """Every hook the API declares on `owner`, except the failing callbacks, becomes the wrapped
+    object's own (its bound methods, its attributes' values), so the framework sees the real one."""
+    for hook in contract.hooks(owner):
+        if hook.name not in _FAILING:
+            setattr(wrapper, hook.name, getattr(inner, hook.name))
 
 
 class _FaultyKernel(DelegateKernel):
-    """The real kernel, except that `at` raises; everything else (mode, unit) is the real one's."""
+    """The real kernel, except that `at` raises; every other hook (mode, unit) is the real one's."""
 
     def __init__(self, inner: DelegateKernel, at: FailAt):
         super().__init__(inner.partition)
         self.inner, self.at = inner, at
-
-    def __getattr__(self, name: str) -> Any:
-        return _forward(self, name)
+        _adopt(self, inner, DelegateKernel)
 
     def prepare(self) -> None:
         if self.at is FailAt.PREPARE:
@@ -57,16 +62,13 @@ class _FaultyKernel(DelegateKernel):
 
 
 class FaultyDelegate(Delegate):
-    """Wraps a delegate and fails at one callback; its name, unit, options and cost hooks are the
-    wrapped delegate's, so the framework treats it exactly as the real one."""
+    """Wraps a delegate and fails at one callback; its name, unit, options and every other declared
+    hook are the wrapped delegate's, so the framework treats it exactly as the real one."""
 
     def __init__(self, inner: Delegate, at: FailAt):
         super().__init__(inner.options)
         self.inner, self.at = inner, at
-        self.name, self.unit = inner.name, inner.unit
-
-    def __getattr__(self, name: str) -> Any:
-        return _forward(self, name)
+        _adopt(self, inner, Delegate)
 
     def is_node_supported(self, op: Op, graph: Graph) -> Support:
         if self.at is FailAt.IS_NODE_SUPPORTED:

@@ -7,7 +7,7 @@ import enum
 from dataclasses import dataclass
 
 from delegates import rulekit as rk
-from delegates.api import Delegate, DelegateError, DelegateOptions, Rule, Support
+from delegates.api import Delegate, DelegateError, DelegateOptions, DelegationSummary, Rule, Support
 from runtime.graph import DType, Graph, Op
 from runtime.optypes import OpType
 from runtime.options import Activation, MirrorPadMode
@@ -225,7 +225,6 @@ class CoreMlDelegate(Delegate):
 
     name = "TfLiteCoreMlDelegate"
     unit = "ane"
-    log_style = "coreml"
     fp16_dequant_rule = True
     allows_dynamic_tensors = False
 
@@ -235,7 +234,15 @@ class CoreMlDelegate(Delegate):
         super().__init__(DelegateOptions(max(most, 0), fewest if fewest > 0 else _MIN_NODES))
         self._table = rule_table(self.config)
         self.unavailable = self._availability(profile)
+        self.platform_refusal = self._refusal(profile)
         self.unit, self.unit_name = self._placement(profile)
+
+    def _refusal(self, profile) -> str | None:
+        if self.unavailable is None:
+            return None
+        if profile.os != "ios":
+            return f"Core ML delegate: {profile.name} is not an iOS device"
+        return f"Core ML delegate: {profile.name} has no Neural Engine and enabled_devices is neural_engine"
 
     def _availability(self, profile) -> str | None:
         if profile is None:
@@ -271,6 +278,12 @@ class CoreMlDelegate(Delegate):
 
     def numeric_mode(self, graph: Graph) -> str:
         return "FLOAT16"
+
+    def log_lines(self, summary: DelegationSummary) -> list[str]:
+        """DelegatePrepare (delegates/coreml/coreml_delegate.mm) counts the partitions before the
+        largest-N / min-nodes choice."""
+        return [f"CoreML delegate: {summary.delegated} nodes delegated out of {summary.total} nodes, "
+                f"with {summary.previewed} partitions."]
 
     def create_kernel(self, partition):
         from delegates.kernel import UnitKernel

@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass
 
 from delegates import rulekit as rk
-from delegates.api import Delegate, DelegateOptions, Rule, Support
+from delegates.api import Delegate, DelegateOptions, DelegationSummary, Rule, Support
 from runtime.graph import DType, Graph, Op
 from runtime.optypes import OpType
 from runtime.options import Activation, MirrorPadMode
@@ -112,6 +112,15 @@ def basic_lstm_kernel(op: Op, graph: Graph) -> bool:
     return len(op.inputs) == 5
 
 
+def gpu_custom_op(op: Op, graph: Graph) -> bool:
+    """Custom op has no GPU kernel: the GPU delegate's custom parsers cover MediaPipe's Convolution2DTransposeBias, MaxPoolingWithArgmax2D and MaxUnpooling2D (and custom ops registered with gpu=True)."""
+    import runtime.ops  # noqa: F401  (registers the custom ops published models carry)
+    from runtime.custom_ops import lookup
+
+    spec = lookup(op.custom_code)
+    return spec is not None and spec.gpu
+
+
 # Highest op versions the GPU delegate accepts (gpu_compatibility.cc); others have no ceiling here.
 MAX_VERSION: dict[OpType, int] = {
     OpType.CONV_2D: 6, OpType.DEPTHWISE_CONV_2D: 6, OpType.FULLY_CONNECTED: 9,
@@ -165,6 +174,7 @@ TABLE: dict[OpType, tuple[Rule, ...]] = {
                            no_ellipsis_or_new_axis),
     OpType.TRANSPOSE: (*_v(OpType.TRANSPOSE), constant_permutation),
     OpType.LSTM: (basic_lstm_kernel,),
+    OpType.CUSTOM: (gpu_custom_op,),
 }
 
 # 8-bit conversions exist only when quantized models are enabled (allow_quant_ops).
@@ -218,7 +228,6 @@ class GpuDelegate(Delegate):
     name = "TfLiteGpuDelegateV2"
     unit = "gpu"
     unit_name = "gpu"
-    log_style = "gpu"
     fp16_dequant_rule = True
     allows_dynamic_tensors = False
 
@@ -240,6 +249,17 @@ class GpuDelegate(Delegate):
 
     def numeric_mode(self, graph: Graph) -> str:
         return "FLOAT16" if self.config.uses_fp16 else "FLOAT32_VIEW"
+
+    def log_lines(self, summary: DelegationSummary) -> list[str]:
+        """GetOpsToReplace (delegates/gpu/common/model_builder.cc): the refused ops and the split
+        between GPU and CPU, or nothing when every node runs on the GPU."""
+        n, total = summary.delegated, summary.total
+        if not summary.unsupported or total <= n:
+            return []
+        tail = (f"{n} operations will run on the GPU, and the remaining {total - n}" if n
+                else f"No operations will run on the GPU, and all {total}")
+        return ["Following operations are not supported by GPU delegate:", *summary.unsupported,
+                f"{tail} operations will run on the CPU."]
 
     def create_kernel(self, partition):
         from delegates.kernel import UnitKernel

@@ -1,8 +1,8 @@
 """Delegate code on a watched thread: a call that outlives its time budget becomes a DelegateError.
 
-Every call into a delegate (its factory, is_node_supported, create_kernel, prepare, invoke) runs on a
-worker thread (one per calling thread, reused) while the caller waits at most the budget for it. A
-call that does not return in time is abandoned: Python cannot stop a thread, so the stuck call keeps
+Every call into a delegate (its factory, is_node_supported, create_kernel, log_lines, prepare, invoke)
+runs on a worker thread (one per calling thread, reused) while the caller waits at most the budget for
+it. A call that does not return in time is abandoned: Python cannot stop a thread, so the stuck call keeps
 its daemon thread (and whatever it holds) until the process exits, and later calls get a new worker.
 The budget is per call, not per batch: asking a delegate about 10,000 ops gives each answer the budget.
 

@@ -243,7 +243,6 @@ class HexagonDelegate(Delegate):
 
     name = "TfLiteHexagonDelegate"
     unit = "dsp"
-    log_style = "default"
     fp16_dequant_rule = False
 
     def __init__(self, options: HexagonOptions | None = None, profile=None):
@@ -255,6 +254,7 @@ class HexagonDelegate(Delegate):
         dsps = list(profile.units_of(UnitKind.DSP)) if profile is not None else None
         self.unit_name = dsps[0].name if dsps else "dsp"
         self.unavailable = _UNAVAILABLE if dsps == [] else None
+        self.platform_refusal = f"Hexagon delegate: {profile.name} has no Hexagon DSP" if dsps == [] else None
 
     def _max_partitions(self) -> int:
         limit = self.config.max_delegated_partitions

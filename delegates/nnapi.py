@@ -71,7 +71,6 @@ class NnapiDelegate(Delegate):
     """Hands ops to the phone's NNAPI driver, up to 3 partitions by default."""
 
     name = "TfLiteNnapiDelegate"
-    log_style = "default"
     fp16_dequant_rule = False
     allows_dynamic_tensors = True
 
@@ -84,6 +83,7 @@ class NnapiDelegate(Delegate):
         self.warnings: list[str] = []
         self._candidates = [self._bind(d) for d in self._devices()]
         self.unavailable = self._availability()
+        self.platform_refusal = self._refusal()
         # per model: (binding, None for an ordinary model or the whole-model verdict)
         self._models: "weakref.WeakKeyDictionary[Graph, tuple[_Binding, Support | None]]" = \
             weakref.WeakKeyDictionary()
@@ -136,6 +136,17 @@ class NnapiDelegate(Delegate):
             return ("No NNAPI device to run on: nnapi-reference is excluded (disallow_nnapi_cpu) and "
                     "the driver lists no other.")
         return None
+
+    def _refusal(self) -> str | None:
+        """The phone offers no NNAPI: not Android, too old an Android, or no device to run on."""
+        if self.profile is None or not self.unavailable:
+            return None
+        name = self.profile.name
+        if self.profile.os != "android":
+            return f"NNAPI delegate: {name} is not an Android device"
+        if self.driver.feature_level == 0:
+            return f"NNAPI delegate: {name} runs Android API level {self.api_level}; NNAPI needs 27 or newer"
+        return f"NNAPI delegate: {name} has no NNAPI device to run on (disallow_nnapi_cpu excludes nnapi-reference)"
 
     def _adopt(self, binding: _Binding) -> None:
         self._binding = binding
@@ -198,9 +209,9 @@ class NnapiDelegate(Delegate):
         self._adopt(main)
         return tuple(names)
 
-    def step_seconds(self, unit_spec) -> float:
+    def step_seconds(self, spec) -> float:
         """A step on another driver pays that driver's execution call."""
-        device = self._device_on(unit_spec.name)
+        device = self._device_on(spec.name)
         return device.execution_s if device is not None else 0.0
 
     def _device_on(self, unit_name: str) -> NnapiDeviceSpec | None:
@@ -256,7 +267,13 @@ class NnapiDelegate(Delegate):
                         for op in graph.ops for t in (*op.inputs, *op.outputs) if t >= 0)
         if eight_bit:
             return "INTEGER"
-        return "FLOAT16" if self.config.allow_fp16 else "REFERENCE"
+        if self.config.allow_fp16:
+            return "FLOAT16"
+        # A dynamic-range model: the delegate hands NNAPI its int8 weights behind a DEQUANTIZE
+        # (nnapi_delegate.cc, AddDequantizeOperatorsWhereNeeded), so the driver computes a float op
+        # on dequantized weights, never the CPU's hybrid kernel: the float view.
+        hybrid = any(t.is_constant and t.dtype in rk.EIGHT_BIT and t.quant is not None for t in graph.tensors)
+        return "FLOAT32_VIEW" if hybrid else "REFERENCE"
 
     def compile_seconds(self, warm: bool = False) -> float:
         """Compilation at init on the chosen device; cache_dir + model_token make a warm run cheap."""

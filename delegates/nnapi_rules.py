@@ -9,7 +9,7 @@ from runtime.optypes import OpType
 from runtime.options import Activation
 from sim.npu import NNAPI_VERSION, api_level_for_feature
 
-__all__ = ["MIN_LEVEL", "MAX_VERSION", "rule_table", "common_rules", "at_least"]
+__all__ = ["MIN_LEVEL", "MAX_VERSION", "rule_table", "common_rules", "at_least", "is_hybrid"]
 
 T = OpType
 
@@ -75,6 +75,21 @@ def float_or_quant8(op: Op, graph: Graph) -> bool:
 def float_only(op: Op, graph: Graph) -> bool:
     """NNAPI only supports floating point input."""
     return _first(op, graph) is DType.FLOAT32
+
+
+# IsHybridOperator reads the weights of an LSTM at input 2: its input-to-input weights (1) are optional.
+_LSTM_WEIGHTS = frozenset({T.LSTM, T.UNIDIRECTIONAL_SEQUENCE_LSTM, T.BIDIRECTIONAL_SEQUENCE_LSTM})
+
+
+def is_hybrid(op: Op, graph: Graph) -> bool:
+    """IsHybridOperator: float input, 8-bit weights (dynamic-range quantization)."""
+    weights = 2 if op.type in _LSTM_WEIGHTS else 1
+    return _first(op, graph) is DType.FLOAT32 and rk.input_dtype(op, graph, weights) in _QUANT
+
+
+def not_hybrid(op: Op, graph: Graph) -> bool:
+    """Hybrid version of this op is not supported by NN API."""
+    return not is_hybrid(op, graph)
 
 
 def conv_has_bias(op: Op, graph: Graph) -> bool:
@@ -164,6 +179,12 @@ def _level_rules(level: int) -> dict[str, Rule]:
         q = graph.tensors[op.inputs[1]].quant
         return level >= 3 or q is None or len(q.scale) <= 1
 
+    def hybrid_since_1_2(op: Op, graph: Graph) -> bool:
+        """Hybrid operators not supported before NNAPI 1.2"""
+        # From 1.2 on the delegate puts a DEQUANTIZE in front of the weights (nnapi_delegate.cc,
+        # AddDequantizeOperatorsWhereNeeded): the driver runs a float op.
+        return level >= 3 or not is_hybrid(op, graph)
+
     def dilation_since_1_2(op: Op, graph: Graph) -> bool:
         """NNAPI supports dilated convolutions since NNAPI 1.2."""
         return level >= 3 or (rk.option(op, "dilation_w_factor", 1) == 1
@@ -190,8 +211,8 @@ def _level_rules(level: int) -> dict[str, Rule]:
         """Before API level 29 only 2D and 4D input tensors were supported."""
         return level >= 3 or len(graph.tensors[op.inputs[0]].shape) in (2, 4)
 
-    return {f.__name__: f for f in (per_tensor_before_1_2, dilation_since_1_2, keep_num_dims_since_1_3,
-                                    float_before_1_2, no_align_corners_before_1_3,
+    return {f.__name__: f for f in (hybrid_since_1_2, per_tensor_before_1_2, dilation_since_1_2,
+                                    keep_num_dims_since_1_3, float_before_1_2, no_align_corners_before_1_3,
                                     uint8_output_before_1_3, softmax_rank_before_1_2)}
 
 
@@ -213,9 +234,10 @@ def _specific(level: int) -> dict[OpType, tuple[Rule, ...]]:
                                            T.LEAKY_RELU, T.PRELU, T.REDUCE_MIN, T.REDUCE_MAX)},
         **{t: (float_only,) for t in (T.ABS, T.EXP, T.LOG, T.RSQRT, T.POW, T.SIN, T.SQRT, T.ELU,
                                       T.L2_POOL_2D, T.LOG_SOFTMAX, T.SUM, T.REDUCE_PROD)},
-        T.CONV_2D: (conv_has_bias, r["per_tensor_before_1_2"], r["dilation_since_1_2"]),
+        T.CONV_2D: (r["hybrid_since_1_2"], conv_has_bias, r["per_tensor_before_1_2"], r["dilation_since_1_2"]),
         T.DEPTHWISE_CONV_2D: (r["dilation_since_1_2"],),
-        T.FULLY_CONNECTED: (r["keep_num_dims_since_1_3"],),
+        T.FULLY_CONNECTED: (r["hybrid_since_1_2"], r["keep_num_dims_since_1_3"]),
+        T.UNIDIRECTIONAL_SEQUENCE_LSTM: (not_hybrid,),
         T.SOFTMAX: (float_or_quant8, rank_at_most_4, r["softmax_rank_before_1_2"]),
         T.RESHAPE: (float_or_quant8, constant_second_input),
         T.RESIZE_BILINEAR: (*resize, r["float_before_1_2"]),

@@ -51,7 +51,8 @@ class ConformanceFailure(Exception):
 
 
 class ConformanceItem(pytest.Item):
-    """One conformance case: a planned instance, or a lifecycle case (`planned` is then a FailAt)."""
+    """One conformance case: a planned instance, a lifecycle case (`planned` is then a FailAt) or a
+    broken hook of the contract (`planned` is then its failed CaseResult)."""
 
     def __init__(self, *, planned, **kwargs):
         super().__init__(**kwargs)
@@ -61,7 +62,9 @@ class ConformanceItem(pytest.Item):
         from delegates.conformance_lifecycle import FailAt
 
         run = self.config.stash[_RUN]
-        if isinstance(self.planned, FailAt):
+        if isinstance(self.planned, CaseResult):  # a contract case, judged when collected
+            result = self.planned
+        elif isinstance(self.planned, FailAt):
             result = run.lifecycle(self.planned)
         else:
             result = run.execute(self.planned)
@@ -106,6 +109,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     run = config.stash[_RUN]
     try:
         planned = run.plan()
+        broken = run.contract()
     except Exception as exc:
         raise pytest.UsageError(f"--delegate-conformance: {exc}") from None
     parent = ConformanceCollector.from_parent(session, name="delegate_conformance", nodeid="delegate_conformance")
@@ -113,6 +117,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if any(p.supported for p in planned):
         added.extend(ConformanceItem.from_parent(parent, name=f"lifecycle[{at.value}]", planned=at)
                      for at in FailAt)
+    added.extend(ConformanceItem.from_parent(parent, name=_item_name(r.name), planned=r) for r in broken)
     # Reported like any collected items, so "collected N items" and other plugins count them.
     config.hook.pytest_collectreport(report=pytest.CollectReport(parent.nodeid, "passed", None, added))
     items.extend(added)

@@ -4,34 +4,27 @@ delegates loaded from "package.module:factory" and installed plugins (entry poin
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import importlib
 import inspect
+import os
+import sys
 import typing
-from typing import Any, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from delegates import guard
 from delegates.api import Delegate, DelegateError, DelegateOptions
 from delegates.coreml import CoreMlDelegate, CoreMlDevices, CoreMlOptions
 from delegates.gpu import GpuBackend, GpuDelegate, GpuOptions, InferencePreference, Priority
 from delegates.hexagon import HexagonDelegate, HexagonOptions
+from delegates.kinds import EXTERNAL, DelegateKind
 from delegates.nnapi import ExecutionPreference, NnapiDelegate, NnapiOptions
 
-__all__ = ["BUILTIN", "CLASSES", "PLUGIN_GROUP", "make_delegate", "parse_flags", "load_external", "load_plugin",
-           "plugin_names", "parse_external_options", "check_delegate"]
-
-# name -> (options class, constructor(options, profile))
-BUILTIN: dict[str, tuple[type, Callable[[Any, Any], Delegate]]] = {
-    "gpu": (GpuOptions, lambda options, profile: GpuDelegate(options)),
-    "nnapi": (NnapiOptions, NnapiDelegate),
-    "hexagon": (HexagonOptions, HexagonDelegate),
-    "coreml": (CoreMlOptions, CoreMlDelegate),
-}
-CLASSES: dict[str, type[Delegate]] = {"gpu": GpuDelegate, "nnapi": NnapiDelegate,
-                                      "hexagon": HexagonDelegate, "coreml": CoreMlDelegate}
-# Scenario files may use the partition knob's common name for NNAPI too.
-_ALIASES = {"nnapi": {"max_delegated_partitions": "max_number_delegated_partitions"},
-            "gpu": {"precision_loss_allowed": "is_precision_loss_allowed"}}
+__all__ = ["PROVIDERS", "Provider", "BUILTIN", "CLASSES", "PLUGIN_GROUP", "make_delegate", "parse_flags",
+           "load_external", "load_plugin", "plugin_names", "parse_external_options", "check_delegate",
+           "flag_table"]
 
 _TRUE, _FALSE = ("true", "1"), ("false", "0")
 
@@ -77,19 +70,20 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
 
 
 def make_delegate(name: str, profile=None, **options: Any) -> Delegate:
-    """A built-in delegate by name ("gpu", "nnapi", "hexagon", "coreml") with options by field name."""
+    """A built-in delegate by kind name (delegates.kinds: "gpu", "nnapi", ...) with options by field name."""
     if name not in BUILTIN:
         raise DelegateError(f"unknown delegate '{name}'; known: {', '.join(BUILTIN)}")
-    cls, build = BUILTIN[name]
+    provider = PROVIDERS[DelegateKind(name)]
+    cls = provider.options
     hints = typing.get_type_hints(cls)
-    aliases = _ALIASES.get(name, {})
+    aliases = provider.aliases
     values = {}
     for key, value in options.items():
         field = aliases.get(key, key)
         if field not in hints:
             raise DelegateError(f"{name} delegate has no option '{key}'; it takes {', '.join(hints)}")
         values[field] = _coerce(hints[field], value, f"{name} option '{key}'")
-    return build(cls(**values), profile)
+    return provider.build(cls(**values), profile)
 
 
 # -- benchmark flags ---------------------------------------------------------------------------
@@ -111,8 +105,11 @@ _CHOICES = {
     "gpu_backend": ("", "cl", "gl"),
     "nnapi_execution_preference": ("", *(p.value for p in ExecutionPreference)),
 }
-_SWITCHES = {"use_gpu": "gpu", "use_nnapi": "nnapi", "use_hexagon": "hexagon", "use_coreml": "coreml",
-             "external_delegate_path": "external"}
+
+def flag_table() -> tuple[tuple[str, type, Any, tuple[str, ...]], ...]:
+    """(name, type, default, allowed values or ()) of every delegate flag parse_flags reads, in table
+    order: what `--help` shows of them."""
+    return tuple((name, kind, default, _CHOICES.get(name, ())) for name, (kind, default) in _FLAGS.items())
 
 
 def _value(name: str, text: str) -> Any:
@@ -216,8 +213,35 @@ def _external(flags: Mapping[str, Any], profile) -> Delegate:
     return load_external(flags["external_delegate_path"], options)
 
 
-_FROM_FLAGS = {"gpu": _gpu, "nnapi": _nnapi, "hexagon": _hexagon, "coreml": _coreml,
-               "external": _external}
+@dataclass(frozen=True)
+class Provider:
+    """How one kind of built-in delegate is made: from its options by field name (scenarios,
+    make_delegate), or from TFLite's benchmark flags."""
+
+    delegate: type[Delegate]
+    options: type                                            # its options dataclass
+    build: Callable[[Any, Any], Delegate]                    # (options, profile) -> delegate
+    from_flags: Callable[[Mapping[str, Any], Any], Delegate]  # (flags, profile) -> delegate
+    aliases: Mapping[str, str] = field(default_factory=dict)  # other option names scenario files may use
+
+
+# The one table of built-in delegates, one row per DelegateKind, in its order.
+PROVIDERS: dict[DelegateKind, Provider] = {
+    DelegateKind.GPU: Provider(GpuDelegate, GpuOptions, lambda options, profile: GpuDelegate(options), _gpu,
+                               {"precision_loss_allowed": "is_precision_loss_allowed"}),
+    # scenario files may use the partition knob's common name for NNAPI too
+    DelegateKind.NNAPI: Provider(NnapiDelegate, NnapiOptions, NnapiDelegate, _nnapi,
+                                 {"max_delegated_partitions": "max_number_delegated_partitions"}),
+    DelegateKind.HEXAGON: Provider(HexagonDelegate, HexagonOptions, HexagonDelegate, _hexagon),
+    DelegateKind.COREML: Provider(CoreMlDelegate, CoreMlOptions, CoreMlDelegate, _coreml),
+}
+# The same table by kind name, for callers holding names: name -> (options class, constructor).
+BUILTIN: dict[str, tuple[type, Callable[[Any, Any], Delegate]]] = {
+    kind.value: (p.options, p.build) for kind, p in PROVIDERS.items()}
+CLASSES: dict[str, type[Delegate]] = {kind.value: p.delegate for kind, p in PROVIDERS.items()}
+# --use_gpu and the like, and an external delegate's path, turn a delegate on.
+_SWITCHES = {**{kind.flag: kind.value for kind in PROVIDERS}, "external_delegate_path": EXTERNAL}
+_FROM_FLAGS = {**{kind.value: p.from_flags for kind, p in PROVIDERS.items()}, EXTERNAL: _external}
 
 # -- external delegates ------------------------------------------------------------------------
 
@@ -271,14 +295,36 @@ def load_plugin(name: str, options: Mapping[str, str] | None = None) -> Delegate
     return _make(factory, options or {}, where)
 
 
+@contextlib.contextmanager
+def _current_folder_importable() -> Iterator[None]:
+    """The current folder first on sys.path while a factory's module is imported, as `python -m`
+    has it: the `dtb` console script's path starts at its own bin folder, so `mypkg.mine:make`
+    beside the user would not be found. Taken off again after, so nothing else is shadowed."""
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the current folder was removed
+        yield
+        return
+    added = cwd not in sys.path and "" not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+        importlib.invalidate_caches()
+    try:
+        yield
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
+
+
 def _factory(path: str) -> Callable[..., Any]:
     module_name, colon, attr = path.partition(":")
     if not colon or not module_name or not attr:
         raise DelegateError(f"external delegate '{path}' must be given as package.module:factory"
                             f" (or the name of an installed delegate plugin)")
     try:
-        module = guard.call(f"external delegate '{path}': importing {module_name}", importlib.import_module,
-                            module_name)
+        with _current_folder_importable():
+            module = guard.call(f"external delegate '{path}': importing {module_name}", importlib.import_module,
+                                module_name)
     except DelegateError:
         raise
     except Exception as exc:  # ImportError, or whatever the module's own code raised
@@ -361,7 +407,7 @@ def check_delegate(delegate: Delegate, where: str = "") -> None:
     strings, `options` a DelegateOptions of integers."""
     where = where or f"delegate {type(delegate).__name__}"
     try:
-        name, unit, options = (getattr(delegate, a) for a in ("name", "unit", "options"))
+        name, unit, options = delegate.name, delegate.unit, delegate.options
     except Exception as exc:
         raise DelegateError(f"{where}: reading its name, unit and options failed: {type(exc).__name__}: "
                             f"{exc}") from None

@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Iterable
 
 from delegates.api import Delegate, DelegateError
+from delegates.kinds import DelegateKind
 from delegates.rulekit import doc
 
 __all__ = ["supported_ops_table", "DEFAULT_COLUMNS"]
 
-DEFAULT_COLUMNS = ("gpu", "hexagon", "coreml", "nnapi")
+DEFAULT_COLUMNS = tuple(k.value for k in (DelegateKind.GPU, DelegateKind.HEXAGON, DelegateKind.COREML,
+                                           DelegateKind.NNAPI))
 
 
 def _resolve(item: Delegate | str) -> tuple[str, Delegate]:

@@ -123,36 +123,27 @@ class RowSim:
         self.used = self._used()
 
     def _used(self) -> set[str]:
-        from delegates.nnapi import NnapiDelegate
-
         sim = self.it.simulation
         used = {sim.soc.cpu.name}
         for job in sim.executor.jobs:
             if not hasattr(job, "step"):      # a CPU op
                 continue
             used.update(u.name for u in (job.unit, *(op.unit for op in job.ops if op.unit is not None)))
-            if isinstance(job.step.delegate, NnapiDelegate):
-                used.update(f"nnapi:{d}" for d in job.step.delegate.devices_for(job.step.partition))
+            used.update(f"nnapi:{d}" for d in job.step.delegate.devices_for(job.step.partition))
         return used
 
     def run(self, profile) -> tuple[float, dict[str, float]]:
+        from runtime.delegation import DelegateStep
         from sim.soc import SoC
 
         sim = self.it.simulation
         sim.soc = SoC(profile)
         for step in sim.delegation.plan:
-            _rebind(getattr(step, "delegate", None), profile)
+            if isinstance(step, DelegateStep):  # a delegate reading its costs from the profile it was made for
+                step.delegate.use_profile(profile)
         sim.executor = self._executor.on(sim.soc)
         seconds = sim.invoke()
         return seconds * 1e3, _per_type(sim.soc.trace)
-
-
-def _rebind(delegate, profile) -> None:
-    """An NNAPI delegate reads its devices' costs from the profile it was made for."""
-    from delegates.nnapi import NnapiDelegate
-
-    if isinstance(delegate, NnapiDelegate):
-        delegate.use_profile(profile)
 
 
 def _per_type(trace) -> dict[str, float]:

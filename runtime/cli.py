@@ -9,38 +9,11 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime import cli_bench, cli_calibrate, cli_tools, memory, tflite_io, zoo
-from runtime.cli_common import add_memory_flag
+from runtime import cli_bench, cli_calibrate, cli_tools, memory
+from runtime.cli_common import add_model_flags, check_writable, load_model
 from runtime.errors import TestbedError
-from runtime.graph import Graph
 from runtime.interpreter import Interpreter
 from runtime.ops import KERNELS
-
-
-def _model_args(pairs: Sequence[str]) -> dict:
-    args = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise TestbedError(f"--model-arg '{pair}' is not KEY=VALUE")
-        try:
-            args[key] = int(value)
-        except ValueError:
-            try:
-                args[key] = float(value)
-            except ValueError:
-                args[key] = value
-    return args
-
-
-def _load(args) -> tuple[Graph, str]:
-    if args.graph and args.model:
-        raise TestbedError("give either --graph FILE.tflite or --model NAME, not both")
-    if args.graph:
-        return tflite_io.load(args.graph), args.graph
-    if args.model:
-        return zoo.build(args.model, **_model_args(args.model_arg)), f"zoo:{args.model}"
-    raise TestbedError("no model: give --graph FILE.tflite or --model NAME (see `dtb list models`)")
 
 
 def _inputs(it: Interpreter, seed: int) -> None:
@@ -53,7 +26,8 @@ def _inputs(it: Interpreter, seed: int) -> None:
 
 
 def cmd_infer(args, extra=None) -> int:
-    graph, label = _load(args)
+    model = load_model(args)
+    graph, label = model.graph, model.label
     it = Interpreter(graph=graph, num_threads=args.num_threads)
     it.allocate_tensors()
     _inputs(it, args.seed)
@@ -80,7 +54,8 @@ def cmd_infer(args, extra=None) -> int:
 
 
 def cmd_inspect(args, extra=None) -> int:
-    graph, label = _load(args)
+    model = load_model(args)
+    graph, label = model.graph, model.label
     print(f"model: {label}: {len(graph.tensors)} tensors, {len(graph.ops)} ops")
     print(f"{'#':>4}  {'op':26s} {'v':>2}  {'inputs -> outputs':50s} reference kernel")
     for i, op in enumerate(graph.ops):
@@ -93,9 +68,10 @@ def cmd_inspect(args, extra=None) -> int:
 def cmd_export(args, extra=None) -> int:
     from runtime.tflite_write import save
 
-    graph = zoo.build(args.model, **_model_args(args.model_arg))
-    save(graph, args.output)
-    print(f"wrote {args.output}: zoo:{args.model} ({len(graph.ops)} ops)")
+    check_writable(args.output)
+    model = load_model(args)
+    save(model.graph, args.output)
+    print(f"wrote {args.output}: {model.label} ({len(model.graph.ops)} ops)")
     return 0
 
 
@@ -103,25 +79,17 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dtb", description="Delegate Testbed: TFLite models on simulated phones.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def model_flags(sp):
-        add_memory_flag(sp)
-        sp.add_argument("--graph", help="path to a .tflite model")
-        sp.add_argument("--model", help="zoo model name (see `dtb list models`)")
-        sp.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="argument for the zoo builder, e.g. alpha=0.5 (repeatable)")
-
     sp = sub.add_parser("infer", help="run a model on the CPU reference kernels and summarise its outputs")
-    model_flags(sp)
+    add_model_flags(sp)
     sp.add_argument("--num_threads", type=int, default=1)
     sp.add_argument("--num_runs", type=int, default=1)
     sp.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
     sp.set_defaults(fn=cmd_infer, parser=sp)
     sp = sub.add_parser("inspect", help="list a model's ops with shapes and kernel support")
-    model_flags(sp)
+    add_model_flags(sp)
     sp.set_defaults(fn=cmd_inspect, parser=sp)
-    sp = sub.add_parser("export", help="write a zoo model to a .tflite file")
-    sp.add_argument("--model", required=True)
-    sp.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE")
+    sp = sub.add_parser("export", help="write a zoo model (or a .tflite file), quantized as asked, to a .tflite file")
+    add_model_flags(sp)
     sp.add_argument("-o", "--output", required=True)
     sp.set_defaults(fn=cmd_export, parser=sp)
     cli_bench.add_parser(sub)

@@ -9,8 +9,8 @@ import math
 from dataclasses import dataclass
 
 from runtime.cli_common import (PROVIDER_NAMES, add_device_flag, add_model_flags, check_writable, cpp_float,
-                                delegate_kinds, echo_log, load_device, load_model, parse_delegate_flags,
-                                tflite_bool, to_us, uniform_inputs, write_atomic)
+                                delegate_kinds, delegate_tool_parser, echo_log, load_device, load_model,
+                                parse_delegate_flags, tflite_bool, to_us, uniform_inputs, write_atomic, zoo_args_text)
 from runtime.cli_profile import Stat, profile_nodes, profiling_report
 from runtime import limits
 from runtime.cli_record import benchmark_record
@@ -60,8 +60,8 @@ def delegate_budget(text: str) -> float:
 
 
 def add_parser(sub) -> None:
-    sp = sub.add_parser(
-        "benchmark", allow_abbrev=False,
+    sp = delegate_tool_parser(
+        sub, "benchmark", allow_abbrev=False,
         help="benchmark_model on a simulated phone (also takes TFLite's delegate flags: --use_gpu, ...)",
         description="Runs the model as TFLite's benchmark_model does and prints its lines, timed in "
                     "simulated time. Delegate flags (--use_gpu, --use_nnapi, --use_hexagon, --use_coreml, "
@@ -90,7 +90,7 @@ def add_parser(sub) -> None:
                          "a call that outlives it is a delegate error and is abandoned on its thread")
     sp.add_argument("--output_json", metavar="FILE", help="write this run as one results.json record")
     sp.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto, chrome://tracing)")
-    sp.set_defaults(fn=cmd_benchmark, parser=sp, takes_delegate_flags=True)
+    sp.set_defaults(fn=cmd_benchmark, parser=sp)
 
 
 @dataclass(frozen=True)
@@ -170,7 +170,7 @@ _USE_LINES = {"gpu": "Use gpu", "nnapi": "Use NNAPI", "hexagon": "Use Hexagon", 
 def _param_lines(args: argparse.Namespace, model, kinds) -> list[str]:
     """The parameter lines benchmark_model prints before it runs (those a calibration reads back):
     a zoo model is named zoo:NAME?ARGS&quantization=MODE so the log says which model it measured."""
-    graph = args.graph or f"zoo:{args.zoo}?{args.zoo_args or ''}&quantization={model.quantization}"
+    graph = args.graph or f"zoo:{args.zoo}?{zoo_args_text(args)}&quantization={model.quantization}"
     lines = [f"Num threads: [{args.num_threads}]", f"Graph: [{graph}]"]
     if args.enable_op_profiling:
         lines.append("Enable op profiling: [1]")
@@ -194,6 +194,8 @@ def _prepare(args: argparse.Namespace, extra: list[str]):
                          num_threads=args.num_threads, timing_only=args.timing_only)
     for line in _applied_lines(it.simulation.delegation, kinds, args.require_full_delegation, args.cpu_fallback):
         print(line)
+    for i in it.estimated_ops:  # timing-only: an op with no kernel is costed from its shapes and bytes
+        print(f"estimated: no kernel for {model.graph.describe_op(i)}; its time is costed from its shapes and bytes")
     it.allocate_tensors()
     feed = uniform_inputs(model.graph, _INPUT_SEED)
     for t, value in feed.items():

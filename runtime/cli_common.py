@@ -14,21 +14,19 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from runtime import tflite_io
 from runtime.atomic import write_text
 from runtime.errors import TestbedError
 from runtime.graph import Graph
+from runtime.loader import CALIBRATION_SAMPLES, FLAGS, QUANTIZATIONS, ModelSource
+from runtime.loader import load_model as load_graph
 
 __all__ = ["LoadedModel", "PROVIDER_NAMES", "QUANTIZATIONS", "add_device_flag", "add_model_flags", "check_writable", "cpp_float",
            "delegate_kinds", "echo_log", "gaussian_inputs", "load_device", "load_model", "parse_delegate_flags",
-           "to_us", "tflite_bool", "uniform_inputs", "write_atomic"]
+           "to_us", "tflite_bool", "uniform_inputs", "warn_refusals", "write_atomic", "zoo_args_text"]
 
-QUANTIZATIONS = ("none", "float16", "dynamic_range", "int8", "uint8")
 # DelegateProvider::GetName() of TFLite's providers (tflite/tools/delegates/*_delegate_provider.cc).
 PROVIDER_NAMES = {"gpu": "GPU", "nnapi": "NNAPI", "hexagon": "Hexagon", "coreml": "COREML",
                   "external": "EXTERNAL"}
-_CALIBRATION_SAMPLES = 4
-_CALIBRATION_SEED = 1234
 
 
 def cpp_float(x: float) -> str:
@@ -67,14 +65,66 @@ def add_memory_flag(sp: argparse.ArgumentParser) -> None:
                          "(default: half of physical memory, or $DTB_MEMORY_LIMIT_MB)")
 
 
-def add_model_flags(sp: argparse.ArgumentParser) -> None:
+def add_model_flags(sp: argparse.ArgumentParser, file_aliases: Sequence[str] = ()) -> None:
+    """The model options every command that takes a model spells the same way; `file_aliases` are
+    a TFLite tool's own names for --graph (inference_diff's --model_file)."""
     add_memory_flag(sp)
-    sp.add_argument("--graph", help="path to a .tflite model")
-    sp.add_argument("--zoo", help="zoo model name instead of a file (see `dtb list models`)")
-    sp.add_argument("--zoo_args", default="", metavar="K=V,...", help="zoo builder arguments, e.g. alpha=0.5")
+    sp.add_argument("--graph", *file_aliases, dest="graph", metavar="FILE", help="path to a .tflite model")
+    # --model and --model-arg: the names infer / inspect / export had before, kept working
+    sp.add_argument("--zoo", "--model", dest="zoo", metavar="NAME",
+                    help="zoo model name instead of a file (see `dtb list models`)")
+    sp.add_argument("--zoo_args", "--model-arg", dest="zoo_args", action="append", default=[], metavar="K=V,...",
+                    help="zoo builder arguments, e.g. alpha=0.5,resolution=128 (repeatable)")
     sp.add_argument("--quantization", default="none", choices=QUANTIZATIONS,
                     help="post-training quantization applied before running (int8 and uint8 calibrate on "
-                         f"{_CALIBRATION_SAMPLES} seeded Gaussian samples)")
+                         f"{CALIBRATION_SAMPLES} seeded Gaussian samples)")
+
+
+# One argument group per delegate provider, as TFLite's registrar groups the flags (one provider per
+# tflite/tools/delegates/*_delegate_provider.cc); flags no provider owns go to every delegate.
+_PROVIDER_GROUPS = {"gpu": "GPU", "hexagon": "Hexagon", "nnapi": "NNAPI", "coreml": "Core ML",
+                    "external": "External delegate", "": "Every delegate"}
+
+
+def delegate_tool_parser(sub, name: str, **kwargs) -> argparse.ArgumentParser:
+    """A subcommand that takes TFLite's delegate flags. The registry parses them from what argparse
+    leaves over (in the order given, bare booleans, --flag=value), so argparse only shows them: its
+    --help adds them, grouped by provider, just before printing."""
+    sp = sub.add_parser(name, add_help=False, **kwargs)
+    sp.add_argument("-h", "--help", action=_DelegateFlagsHelp, help="show this help message and exit")
+    sp.set_defaults(takes_delegate_flags=True)
+    return sp
+
+
+class _DelegateFlagsHelp(argparse.Action):
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        _add_delegate_flag_groups(parser)
+        parser.print_help()
+        parser.exit()
+
+
+_METAVARS = {bool: "BOOL", int: "N"}
+
+
+def _provider(flag: str) -> str:
+    """The provider owning a flag: the one its name names (use_gpu, nnapi_accelerator_name, ...)."""
+    return next((kind for kind in _PROVIDER_GROUPS if kind and kind in flag.split("_")), "")
+
+
+def _add_delegate_flag_groups(sp: argparse.ArgumentParser) -> None:
+    from delegates.registry import flag_table
+
+    groups = {kind: sp.add_argument_group(title) for kind, title in _PROVIDER_GROUPS.items()}
+    for name, kind, default, choices in flag_table():
+        shown = str(default).lower() if kind is bool else repr(default) if default == "" else default
+        values = f"one of {', '.join(c for c in choices if c)}; " if choices else ""
+        groups[_provider(name)].add_argument(
+            f"--{name}", nargs="?" if kind is bool else None, default=argparse.SUPPRESS,
+            metavar=_METAVARS.get(kind, "VALUE"), help=f"{values}default: {shown}")
+    sp.epilog = "Delegate flags apply in the order given; BOOL is true or false (1 or 0), and a bare flag is true."
 
 
 def add_device_flag(sp: argparse.ArgumentParser) -> None:
@@ -94,60 +144,20 @@ class LoadedModel:
     quantization: str
 
 
-def _zoo_args(text: str) -> dict:
-    args: dict = {}
-    for pair in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise TestbedError(f"--zoo_args: '{pair}' is not key=value")
-        for kind in (int, float):
-            try:
-                args[key] = kind(value)
-                break
-            except ValueError:
-                continue
-        else:
-            args[key] = value
-    return args
-
-
-def _build_zoo(name: str, args: dict) -> Graph:
-    from runtime import zoo
-
-    try:
-        return zoo.build(name, **args)
-    except TestbedError:
-        raise
-    except (TypeError, ValueError, ZeroDivisionError) as exc:  # a value the builder cannot use
-        raise TestbedError(f"--zoo_args: zoo model '{name}' cannot be built with {args}: {exc}") from None
-
-
-def _quantize(graph: Graph, mode: str) -> Graph:
-    from runtime.zoo.quantize import CALIBRATED, quantize
-
-    if mode == "none":
-        return graph
-    samples = None
-    if mode in CALIBRATED:
-        rng = np.random.default_rng(_CALIBRATION_SEED)
-        samples = [[rng.standard_normal(graph.tensors[t].shape).astype(np.float32) for t in graph.inputs]
-                   for _ in range(_CALIBRATION_SAMPLES)]
-    return quantize(graph, mode, representative_data=samples)
+def zoo_args_text(args: argparse.Namespace) -> str:
+    """Every --zoo_args given, as one K=V,... text."""
+    return ",".join(args.zoo_args or ())
 
 
 def load_model(args: argparse.Namespace) -> LoadedModel:
     """The model named by --graph or --zoo (exactly one), quantized as --quantization asks."""
-    if bool(args.graph) == bool(args.zoo):
-        raise TestbedError("give exactly one of --graph FILE.tflite or --zoo NAME")
+    source = ModelSource(path=args.graph or None, zoo=args.zoo or None, zoo_args=zoo_args_text(args),
+                         quantization=args.quantization)
+    graph = load_graph(source, FLAGS)
     if args.graph:
-        if args.zoo_args:
-            raise TestbedError("--zoo_args applies to --zoo models only")
-        graph = tflite_io.load(args.graph)
         label, name, size = args.graph, Path(args.graph).name, os.path.getsize(args.graph)
     else:
-        graph = _build_zoo(args.zoo, _zoo_args(args.zoo_args))
         label, name, size = f"zoo:{args.zoo}", args.zoo, 0
-    graph = _quantize(graph, args.quantization)
     if not size or args.quantization != "none":
         from runtime.tflite_write import dumps
 
@@ -168,7 +178,15 @@ def parse_delegate_flags(sp: argparse.ArgumentParser, extra: Sequence[str], prof
     delegates, rest = parse_flags(list(extra), profile)
     if rest:
         sp.error(f"unrecognized arguments: {' '.join(rest)}")
+    warn_refusals(sp.prog, [d.platform_refusal for d in delegates if d.platform_refusal])
     return delegates
+
+
+def warn_refusals(prog: str, refusals: Sequence[str]) -> None:
+    """One stderr line per delegate the phone's platform refuses (each said once): it takes no op,
+    and without the line its CPU rows would pass for the delegate's."""
+    for refusal in dict.fromkeys(refusals):
+        print(f"{prog}: warning: {refusal}; it takes no op", file=sys.stderr)
 
 
 def delegate_kinds(delegates: Sequence) -> list[str]:

@@ -5,23 +5,24 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
-import json
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from delegates.kinds import BUILTIN_KINDS
 from runtime.cli_bench import delegate_budget, threads
-from runtime.cli_common import (add_device_flag, add_model_flags, cpp_float, echo_log, gaussian_inputs,
-                                load_device, load_model, parse_delegate_flags, to_us, write_atomic)
+from runtime.cli_common import (add_device_flag, add_model_flags, cpp_float, delegate_tool_parser, echo_log,
+                                gaussian_inputs, load_device, load_model, parse_delegate_flags, to_us,
+                                warn_refusals, write_atomic)
 from runtime.cli_profile import Stat
 from runtime.errors import TestbedError
 from runtime.interpreter import Interpreter
 
 __all__ = ["add_parsers"]
 
-_KINDS = ("gpu", "nnapi", "hexagon", "coreml")
+_KINDS = BUILTIN_KINDS
 _DIFF_SEED = 0
 _DIFF_OUTPUTS = ("FLOAT32", "INT8", "UINT8")
 
@@ -253,6 +254,8 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
             signal.signal(signal.SIGTERM, previous)
     if progress:
         sys.stderr.write("\n")  # leave the bar's last state on its own line
+    prog = args.parser.prog if getattr(args, "parser", None) is not None else "dtb run"
+    warn_refusals(prog, [r["platform_refusal"] for r in results["records"] if r.get("platform_refusal")])
     for line in _summary(results["records"]):
         print(line)
     print(f"wrote {Path(args.output) / 'results.json'} (and results.csv, trace.json, report.md, manifest.json)")
@@ -260,18 +263,9 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
-    from runtime.report import render
+    from runtime.report import render_file
 
-    path = Path(args.results)
-    try:
-        results = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TestbedError(f"{path}: no such results file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TestbedError(f"{path}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise TestbedError(f"{path}: not JSON: {exc}") from None
-    text = render(results, args.format)
+    text = render_file(args.results, args.format)
     if args.output:
         write_atomic(args.output, text)
         print(f"wrote {args.output}")
@@ -284,20 +278,20 @@ def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def add_parsers(sub) -> None:
-    sp = sub.add_parser("inference-diff", allow_abbrev=False,
-                        help="inference_diff: CPU single-thread reference vs a delegate on Gaussian inputs")
-    add_model_flags(sp)
+    sp = delegate_tool_parser(sub, "inference-diff", allow_abbrev=False,
+                              help="inference_diff: CPU single-thread reference vs a delegate on Gaussian inputs")
+    add_model_flags(sp, file_aliases=("--model_file",))
     add_device_flag(sp)
     sp.add_argument("--delegate", default="", help="gpu, nnapi, hexagon or coreml (empty: the CPU)")
     sp.add_argument("--num_runs", type=_positive, default=50)
     sp.add_argument("--num_interpreter_threads", type=threads, default=1)
-    sp.set_defaults(fn=cmd_inference_diff, parser=sp, takes_delegate_flags=True)
+    sp.set_defaults(fn=cmd_inference_diff, parser=sp)
 
-    sp = sub.add_parser("partition", allow_abbrev=False,
-                        help="where each op runs under the given delegate flags, and why not elsewhere")
+    sp = delegate_tool_parser(sub, "partition", allow_abbrev=False,
+                              help="where each op runs under the given delegate flags, and why not elsewhere")
     add_model_flags(sp)
     add_device_flag(sp)
-    sp.set_defaults(fn=cmd_partition, parser=sp, takes_delegate_flags=True)
+    sp.set_defaults(fn=cmd_partition, parser=sp)
 
     sp = sub.add_parser("list", help="list devices, delegates, zoo models or the testbed's ops")
     sp.add_argument("what", choices=["devices", "delegates", "models", "ops"])
@@ -321,8 +315,8 @@ def add_parsers(sub) -> None:
                     help="time budget of each delegate call (default 5, or $DTB_DELEGATE_TIMEOUT; 0: none)")
     sp.set_defaults(fn=cmd_run, parser=sp)
 
-    sp = sub.add_parser("report", help="render a results.json as Markdown, HTML or CSV")
-    sp.add_argument("results", help="results.json")
+    sp = sub.add_parser("report", help="render a results file as Markdown, HTML or CSV")
+    sp.add_argument("results", help="results.json of `dtb run`, or a `dtb benchmark --output_json` file")
     sp.add_argument("--format", default="md", choices=["md", "html", "csv"])
     sp.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     sp.set_defaults(fn=cmd_report, parser=sp)

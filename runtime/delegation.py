@@ -10,7 +10,7 @@ from typing import Collection, Sequence, Union
 import numpy as np
 
 from delegates import guard
-from delegates.api import Delegate, DelegateKernel, Support
+from delegates.api import Delegate, DelegateKernel, DelegationSummary, Support
 from runtime.errors import DelegateError
 from runtime.graph import DType, Graph, Op, OpType
 from runtime.partition import Partition, PlanNode, Subset, largest_partitions, partition_plan
@@ -67,6 +67,7 @@ class DelegateReport:
     unsupported: tuple[UnsupportedOp, ...] = ()
     declined: tuple[UnsupportedOp, ...] = ()
     error: str = ""
+    platform_refusal: str = ""   # the phone offers none of this delegate (Delegate.platform_refusal)
 
 
 @dataclass(frozen=True)
@@ -113,11 +114,12 @@ def apply_delegates(graph: Graph, delegates: Sequence[Delegate], dynamic: Collec
     plan, log, reports = cpu, [], []
     node_number = len(graph.ops)  # TFLite numbers delegate nodes after the model's own
     for delegate in delegates:
-        static_only = not getattr(delegate, "allows_dynamic_tensors", False)
+        static_only = not delegate.allows_dynamic_tensors
         blocked = _first_dynamic(graph, plan, dynamic) if static_only else None
         if blocked is not None:
             log.append(STATIC_ONLY.format(blocked))
-            reports.append(DelegateReport(delegate.name, 0, len(plan), 0, error=log[-1]))
+            reports.append(DelegateReport(delegate.name, 0, len(plan), 0, error=log[-1],
+                                          platform_refusal=_refusal(delegate)))
             continue
         try:
             _check(delegate)
@@ -145,7 +147,9 @@ def _apply_one(graph: Graph, plan: Plan, delegate: Delegate, log: list[str],
     chosen = largest_partitions(preview, options.max_delegated_partitions, options.min_nodes_per_partition)
     selected = {i for s in chosen for i in s.nodes} | answers.fp16_dequantizes(nodes, chosen)
     final = partition_plan(nodes, selected, ready, graph.outputs) if selected else ()
-    log.extend(_summary(delegate, answers, len(selected), len(plan), preview, chosen))
+    previewed = sum(s.delegated for s in preview)
+    summary = DelegationSummary(len(selected), len(plan), previewed, len(chosen), tuple(sorted(answers.messages)))
+    log.extend(_log_lines(delegate, summary))
     if selected:
         # Subgraph::ReplaceNodeSubsetsWithDelegateKernels (tensorflow/lite/core/subgraph.cc, TF 2.10-2.16;
         # later LiteRT ends the line "for subgraph 0.").
@@ -156,8 +160,13 @@ def _apply_one(graph: Graph, plan: Plan, delegate: Delegate, log: list[str],
     taken = {plan[i].op for i in selected}
     refused = tuple(n for n in answers.notes if n.op not in taken)
     report = DelegateReport(delegate.name, len(selected), len(plan), len(created), refused,
-                            _declined(graph, plan, preview, chosen, options))
+                            _declined(graph, plan, preview, chosen, options), platform_refusal=_refusal(delegate))
     return new_plan, report
+
+
+def _refusal(delegate: Delegate) -> str:
+    refusal = delegate.platform_refusal
+    return refusal if isinstance(refusal, str) else ""
 
 
 def _watched(what: str, body):
@@ -189,7 +198,11 @@ def _failure(what: str, exc: Exception) -> _Failure:
 
 
 def _name(delegate: Delegate) -> str:
-    name = getattr(delegate, "name", None)
+    """The delegate's name for the report, or its class's when the name itself is unsound."""
+    try:
+        name = delegate.name
+    except Exception:  # a failing property: check_delegate reports it; the report still needs a name
+        name = None
     return name if isinstance(name, str) and name else type(delegate).__name__
 
 
@@ -279,7 +292,7 @@ class _Answers:
 
     @classmethod
     def _collect(cls, graph: Graph, plan: Plan, delegate: Delegate, call, what: str) -> "_Answers":
-        fp16 = getattr(delegate, "fp16_dequant_rule", False)
+        fp16 = delegate.fp16_dequant_rule
         answers = cls()
         for pos, step in enumerate(plan):
             if isinstance(step, DelegateStep):
@@ -298,7 +311,7 @@ class _Answers:
             if answer:
                 answers.supported.add(pos)
             else:
-                reason = getattr(answer, "reason", "")
+                reason = answer.reason
                 answers.notes.append(UnsupportedOp(step.op, op.name, reason))
                 answers.messages.add(f"{_tflite_name(op)}: {reason}")
         return answers
@@ -315,24 +328,14 @@ class _Answers:
         return {self.dequantize_at[t] for t, n in inside.items() if n == self.consumers[t]}
 
 
-def _summary(delegate: Delegate, answers: _Answers, n: int, total: int, preview: Sequence[Subset],
-             chosen: Sequence[Subset]) -> list[str]:
-    """The delegate's own line(s) before the graph is rewritten, in its log style."""
-    style = getattr(delegate, "log_style", "")
-    previewed = sum(s.delegated for s in preview)
-    if style == "gpu":  # GetOpsToReplace (delegates/gpu/common/model_builder.cc)
-        if not answers.messages or total <= n:
-            return []
-        tail = (f"{n} operations will run on the GPU, and the remaining {total - n}" if n
-                else f"No operations will run on the GPU, and all {total}")
-        return ["Following operations are not supported by GPU delegate:", *sorted(answers.messages),
-                f"{tail} operations will run on the CPU."]
-    if style == "coreml":  # DelegatePrepare (delegates/coreml/coreml_delegate.mm)
-        return [f"CoreML delegate: {n} nodes delegated out of {total} nodes, with {previewed} partitions."]
-    if style == "hexagon":  # counts the chosen partitions (delegates/hexagon/hexagon_delegate.cc)
-        return [f"Hexagon delegate: {n} nodes delegated out of {total} nodes with {len(chosen)} partitions."]
-    # SimpleDelegate (delegates/utils/simple_delegate.cc) counts the previewed partitions.
-    return [f"{delegate.name} delegate: {n} nodes delegated out of {total} nodes with {previewed} partitions."]
+def _log_lines(delegate: Delegate, summary: DelegationSummary) -> list[str]:
+    """The delegate's own line(s) before the graph is rewritten (its log_lines hook), asked on its
+    watched thread like every other callback of the application."""
+    what = f"{delegate.name} log_lines"
+    lines = _watched(what, lambda call: call(what, delegate.log_lines, summary))
+    if not isinstance(lines, (list, tuple)) or not all(isinstance(line, str) for line in lines):
+        raise _Failure(f"{what} returned {_kind(lines)}, not a list of str")
+    return list(lines)
 
 
 def _declined(graph: Graph, plan: Plan, preview: Sequence[Subset], chosen: Sequence[Subset],
@@ -399,18 +402,23 @@ _SHAPE_INPUTS: dict[OpType, tuple[int, ...]] = {
 }
 
 
-def dynamic_tensors(graph: Graph) -> frozenset[int]:
+def dynamic_tensors(graph: Graph, model: Graph | None = None) -> frozenset[int]:
     """Tensors whose shape depends on values not known before inference: outputs of the ops above
     fed a non-derivable shape input, and everything computed from a dynamic tensor. A tensor is
     derivable when constant, or produced from derivable inputs only; SHAPE of a static tensor
-    is derivable too, since TFLite computes it in Prepare (shape.cc)."""
+    is derivable too, since TFLite computes it in Prepare (shape.cc). Control flow and variable
+    reads make their outputs dynamic as their Prepare does (runtime/opcheck_control.py);
+    `model`: the main graph when `graph` is another of its subgraphs."""
+    from runtime.opcheck_control import dynamic_outputs
+
     known = {t for t, x in enumerate(graph.tensors) if x.is_constant and not x.is_variable}
     dynamic: set[int] = set()
     for op in graph.ops:
         ins = [t for t in op.inputs if t >= 0]
         outs = [t for t in op.outputs if t >= 0]
         shaping = [op.inputs[k] for k in _SHAPE_INPUTS.get(op.type, ()) if k < len(op.inputs)]
-        if any(t in dynamic for t in ins) or any(t >= 0 and t not in known for t in shaping):
+        if any(t in dynamic for t in ins) or any(t >= 0 and t not in known for t in shaping) \
+                or dynamic_outputs(model or graph, op):
             dynamic.update(outs)
         elif op.type is OpType.SHAPE or (ins and all(t in known for t in ins)):
             known.update(outs)

@@ -15,8 +15,10 @@ from runtime.delegate_invoke import invoke_partition
 from runtime.delegation import CpuStep, DelegateStep, Plan
 from runtime.errors import DelegateError
 from runtime.graph import Graph
+from runtime.model_state import one_pass
+from runtime.opcheck_control import calls
 from sim.cost import OpClass, Precision, Work
-from sim.numerics import NumericMode, is_quantized, op_precision
+from sim.numerics import NumericMode, is_quantized, op_precision, op_precision_on
 from sim.soc import SoC
 from sim.trace import Kind
 from sim.unit import Scales, Tag, Unit
@@ -57,8 +59,7 @@ class _PartitionJob:
 
 def _scales(step: DelegateStep, unit: Unit) -> Scales:
     """A delegate may move its unit off the nominal point (backend, execution preference)."""
-    fn = getattr(step.delegate, "unit_scales", None)
-    return fn(unit) if callable(fn) else Scales()
+    return step.delegate.unit_scales(unit)
 
 
 class Executor:
@@ -66,11 +67,15 @@ class Executor:
     counted); simulated time comes only from the cost model, so results are deterministic."""
 
     def __init__(self, graph: Graph, plan: Plan, soc: SoC, shapes: Sequence[tuple[int, ...]], threads: int,
-                 folded: frozenset[int], run_cpu: Callable[[int], None], values: list):
+                 folded: frozenset[int], run_cpu: Callable[[int], object], values: list):
+        """`run_cpu(op)` runs one op's math; for a control-flow op it returns what the subgraphs it
+        ran executed (runtime.model_state.ModelState.ran's form), which is charged too."""
         self.graph, self.plan, self.soc, self.threads = graph, plan, soc, max(1, threads)
         self.folded, self.run_cpu, self.values = folded, run_cpu, values
         self.shapes = list(shapes)
         self.jobs = [self._job(step) for step in plan]
+        self.control = frozenset(i for i, op in enumerate(graph.ops) if calls(op))  # IF, WHILE, CALL_ONCE
+        self._subgraph_works: dict = {}
         self.nonfinite: Counter = Counter()   # (delegate, output tensor) -> invokes that gave NaN or inf
 
     def on(self, soc: SoC) -> "Executor":
@@ -98,10 +103,11 @@ class Executor:
 
     def _partition_job(self, step: DelegateStep) -> _PartitionJob:
         try:
-            unit = self.soc.unit(getattr(step.kernel, "unit", None) or _unit_for(step, self.soc))
+            unit = self.soc.unit(step.kernel.unit or _unit_for(step, self.soc))
         except KeyError as exc:  # a delegate made for another phone than the one it runs on
             raise DelegateError(f"{step.delegate.name}: {exc.args[0]}") from None
-        mode = NumericMode.of(getattr(step.kernel, "mode", NumericMode.REFERENCE))
+        # a kernel of the delegate's own (no mode) is charged as the CPU reference computes
+        mode = NumericMode.of(step.kernel.mode or NumericMode.REFERENCE)
         graph, part = self.graph, step.partition
         ops = []
         fused = step.delegate.fused_nodes(part)
@@ -111,7 +117,7 @@ class Executor:
                 continue
             own = self._unit(step, elsewhere[i]) if i in elsewhere else None
             runs_on = own or unit
-            precision = op_precision(graph.ops[i], graph, mode)
+            precision = op_precision_on(graph.ops[i], graph, mode, runs_on.runs)
             if not runs_on.runs(precision):
                 raise DelegateError(f"{graph.describe_op(i)}: the {runs_on.name} of {self.soc.profile.name} "
                                     f"has no {precision.value} rate")
@@ -152,8 +158,7 @@ class Executor:
         for job in self.jobs:
             if not isinstance(job, _PartitionJob):
                 continue
-            init = getattr(job.step.delegate, "init_seconds", None)
-            seconds = init(job.unit.spec, self.graph) if callable(init) else job.unit.spec.init_s
+            seconds = job.step.delegate.init_seconds(job.unit.spec, self.graph)
             precision = job.ops[0].work.precision if job.ops else Precision.FLOAT32
             yield from job.unit.hold(seconds, f"{job.step.delegate.name} init", Kind.INIT, tag, precision,
                                      job.scales)
@@ -166,11 +171,33 @@ class Executor:
         for step, job in zip(self.plan, self.jobs):
             if isinstance(step, CpuStep):
                 if job is not None:  # None: a constant-only op, computed once at allocation
-                    if math:
-                        self.run_cpu(step.op)
+                    ran = self.run_cpu(step.op) if math else None
                     yield from cpu.execute(job.work, tag, threads=self.threads, args=job.args)
+                    if step.op in self.control:
+                        yield from self._subgraph_ops(step.op, ran, tag)
             else:
                 yield from self._partition(job, tag, math)
+
+    def _subgraph_ops(self, i: int, ran, tag: Tag) -> Generator:
+        """A control-flow op costs what it runs: each op of its subgraphs, charged on the CPU at the
+        shapes it ran at, as often as it ran (every iteration of a WHILE). Without the math
+        (timing-only) nothing tells the branch or the trip count: one pass is charged instead
+        (runtime.model_state.one_pass). The ops show in the trace under the control op's node."""
+        if not isinstance(ran, Counter):
+            ran = one_pass(self.graph, self.graph.ops[i], first=tag.inference == 0)
+        for (k, j, shapes), n in ran.items():
+            work = self._subgraph_work(k, j, shapes)
+            args = (("node", i), ("subgraph", k), ("subgraph_op", j))
+            for _ in range(n):
+                yield from self.soc.cpu.execute(work, tag, threads=self.threads, args=args)
+
+    def _subgraph_work(self, k: int, j: int, shapes) -> Work:
+        key = (k, j, shapes)
+        if key not in self._subgraph_works:
+            sub = self.graph.subgraph(k)
+            op = sub.ops[j]
+            self._subgraph_works[key] = describe(op, sub, dict(shapes), op_precision(op, sub), 1)
+        return self._subgraph_works[key]
 
     def _step(self, job: _PartitionJob, op: _OpJob, unit: Unit, tag: Tag) -> Generator:
         """Inside one delegated partition the work moves to another unit (NNAPI's runtime splits a
@@ -206,8 +233,7 @@ class Executor:
             for t in nonfinite:
                 _flag_nonfinite(self.nonfinite, name, self.graph, t)
         precision = job.ops[0].work.precision if job.ops else Precision.FLOAT32
-        call = getattr(job.step.delegate, "invoke_seconds", None)  # e.g. an NNAPI driver's execution
-        seconds = call(job.unit.spec) if callable(call) else job.unit.spec.invoke_s
+        seconds = job.step.delegate.invoke_seconds(job.unit.spec)  # e.g. an NNAPI driver's execution
         if seconds:
             yield from job.unit.hold(seconds, f"{name} invoke", Kind.INVOKE, tag, precision, job.scales)
         current = job.unit
@@ -260,7 +286,7 @@ def _flag_nonfinite(counts: Counter, delegate: str, graph: Graph, t: int) -> Non
 def _unit_for(step: DelegateStep, soc: SoC) -> str:
     """A delegate without a kernel-level unit: its `unit` attribute names a kind; take the first
     unit of that kind (a Python delegate declared for "gpu" runs on the phone's GPU)."""
-    kind = getattr(step.delegate, "unit", "cpu")
+    kind = step.delegate.unit
     for name, unit in soc.units.items():
         if unit.spec.kind.value == kind or name == kind:
             return name

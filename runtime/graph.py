@@ -131,6 +131,7 @@ class Op:
     options: Any = None
     version: int = 1
     custom_code: str | None = None
+    custom_options: bytes | None = None    # a custom op's parameters, as the file stores them (FlexBuffer)
 
     @property
     def name(self) -> str:
@@ -157,11 +158,25 @@ class Graph:
     name: str = "model"
     signatures: tuple[Signature, ...] = ()
     source: str = ""  # the file it was read from, named in error messages
+    # The model's other subgraphs (bodies of IF, WHILE and CALL_ONCE): subgraphs[k - 1] is
+    # subgraph k; this graph is subgraph 0. Only the main graph holds them.
+    subgraphs: tuple["Graph", ...] = ()
 
     @property
     def label(self) -> str:
         """What messages call the model: its file, else its name."""
         return self.source or self.name
+
+    def subgraph(self, k: int) -> "Graph":
+        """Subgraph k of the model whose main graph this is (0: this graph)."""
+        if not 0 <= k <= len(self.subgraphs):
+            raise ModelError(f"subgraph index {k} is out of range: the model has {len(self.subgraphs) + 1} subgraphs")
+        return self if k == 0 else self.subgraphs[k - 1]
+
+    def describe_subgraph(self, k: int) -> str:
+        """What messages call subgraph k of this model."""
+        name = self.subgraph(k).name
+        return f"subgraph {k}" + (f" '{printable(name)}'" if name else "")
 
     def describe_op(self, index: int) -> str:
         return f"op #{index} {printable(self.ops[index].name)}"

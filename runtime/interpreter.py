@@ -11,8 +11,13 @@ import numpy as np
 from runtime import memory, opcheck, tflite_io
 from runtime.errors import ModelError
 from runtime.graph import Graph, Tensor
+from runtime.model_state import ModelState
+from runtime.opcheck_seq import svdf_int16_tensors
 from runtime.ops import Node, select_kernel
+from runtime.ops.control import STATEFUL
 from runtime.ops.parallel import set_num_threads
+from runtime.ops.random import restart_generators
+from runtime.ops.temporaries import prepared_by_allocation, temporaries
 
 __all__ = ["Interpreter", "SignatureRunner", "OpResolverType"]
 
@@ -34,9 +39,11 @@ class Interpreter:
                  experimental_op_resolver_type: Any = OpResolverType.AUTO,
                  experimental_preserve_all_tensors: bool = False, graph: Graph | None = None,
                  device: Any = None, timing_only: bool = False, soc: Any = None, stream: int = 0,
-                 memory_limit: int | None = None, **_: Any):
+                 memory_limit: int | None = None, while_limit: int | None = None, **_: Any):
         """`memory_limit`: bytes the plan may need (activations, constants, scratch, delegate
-        buffers), checked before anything is allocated; None: runtime.memory.default_limit()."""
+        buffers), checked before anything is allocated; None: runtime.memory.default_limit().
+        `while_limit`: iterations a WHILE op may run before it stops with a ModelError; None:
+        runtime.model_state.WHILE_LIMIT."""
         sources = [s is not None for s in (model_path, model_content, graph)]
         if sum(sources) == 0:
             raise ValueError("`model_path` or `model_content` must be specified.")
@@ -60,20 +67,31 @@ class Interpreter:
         self._host_threads = max(1, min(self._threads, os.cpu_count() or 1))
         sim_threads = 64 if num_threads == -1 else self._threads
         with _named(graph):
-            self._folded, self._plan = _split_constant(graph, self._build_plan(graph))
+            # The other subgraphs (control flow) run through the same plans and step loop as subgraph 0.
+            self._state = ModelState(graph, lambda g, state: self._build_plan(g, timing_only, state)[0],
+                                     _run_steps, lambda: self._limit - self._need.total, while_limit)
+            plan, self.estimated_ops = self._build_plan(graph, timing_only, self._state)
+            self._folded, self._plan = _split_constant(graph, plan)
             # Before anything is allocated (delegates prepare below): the plan's bytes, held to the limit.
             self._need = memory.plan_need(graph, checked.shapes)
             memory.check_need(self._need, self._limit, graph.label)
+            self._state.check_memory()
         self._shapes = [t.shape for t in graph.tensors]
         self._guard = checked.deferred  # ops whose output shapes hang on values seen only at run time
         self._resized = False
         self._values: list[np.ndarray | None] | None = None
+        # What the kernels' temporaries follow: tensor shapes at the last allocation, the nodes
+        # prepared so far, and whether an invoke has run them all.
+        self._prepared: list | None = None
+        self._prepared_ops: set[int] = set()
+        self._evaluated = False
         self._sim = None
         if experimental_delegates or device is not None or soc is not None or timing_only:
             from runtime.executor import make_simulation
 
             self._sim = make_simulation(graph, list(experimental_delegates or []), device, soc,
                                         sim_threads, timing_only, stream)
+            self._state.recording = True  # the simulation charges the ops control flow runs
             delegated = _delegated_ops(self._sim)
             if delegated:
                 self._need = memory.plan_need(graph, checked.shapes, delegated)
@@ -82,17 +100,25 @@ class Interpreter:
     # -- construction ---------------------------------------------------------------------------
 
     @staticmethod
-    def _build_plan(graph: Graph):
+    def _build_plan(graph: Graph, timing_only: bool = False,
+                    state: ModelState | None = None) -> tuple[list, tuple[int, ...]]:
+        """The kernel of every op, and the ops that have none. Timing-only, an op without a kernel
+        is costed from its shapes and bytes like any other (a latency question needs no math)
+        and stands in with zeros of its declared outputs; otherwise it is refused by name."""
         _check_quantization(graph)
-        plan = []
+        plan, estimated = [], []
         for i, op in enumerate(graph.ops):
             kernel = select_kernel(op, graph)
             if kernel is None:
-                types = "/".join(sorted({graph.tensors[t].dtype.name for t in op.inputs if t >= 0}))
-                raise ModelError(f"{graph.describe_op(i)} (version {op.version}, {types}) is not supported "
-                                 f"by the testbed's reference kernels")
-            plan.append((kernel, Node(i, op, graph), op.inputs, op.outputs))
-        return plan
+                if not timing_only:
+                    types = "/".join(sorted({graph.tensors[t].dtype.name for t in op.inputs if t >= 0}))
+                    raise ModelError(f"{graph.describe_op(i)} (version {op.version}, {types}) is not supported "
+                                     f"by the testbed's reference kernels (timing-only runs cost it from "
+                                     f"its shapes)")
+                kernel = _declared_zeros
+                estimated.append(i)
+            plan.append((kernel, Node(i, op, graph, model_state=state), op.inputs, op.outputs))
+        return plan, tuple(estimated)
 
     @property
     def graph(self) -> Graph:
@@ -123,16 +149,22 @@ class Interpreter:
         self.reset_all_variables()
         self._run(self._folded)
         if self._resized:
+            saved = self._state.save()
             self._run(self._plan)  # learn every tensor's shape for the new input sizes
+            self._state.restore(saved)  # that run leaves resource variables and CALL_ONCE as they were
+            restart_generators(step[1] for step in self._plan)  # LiteRT prepares anew: draws restart
             self._shapes = [v.shape if v is not None else s for v, s in zip(self._values, self._shapes)]
             self.reset_all_variables()
             self._run(self._folded)
+        self._prepared = list(self._shapes)
+        self._prepared_ops.update(prepared_by_allocation(self._graph))
         if self._sim is not None:
             entries = {step[1].index: step for step in self._plan}
             folded = frozenset(step[1].index for step in self._folded)
             self._sim.allocate(self._shapes, folded, lambda i: self._run((entries[i],)), values)
 
     def reset_all_variables(self) -> None:
+        self._state.reset_variable_tensors()  # resource variables keep their values, as in LiteRT
         if self._values is None:
             return
         for t, tensor in enumerate(self._graph.tensors):
@@ -170,7 +202,25 @@ class Interpreter:
         if subgraph_index != 0:
             raise ValueError(f"subgraph_index is out of range: {subgraph_index} for the model, "
                              f"which has 1 subgraphs.")
-        return [self._details(t) for t in range(len(self._graph.tensors))]
+        return [self._details(t) for t in range(len(self._graph.tensors))] + self._temporary_details()
+
+    def _temporary_details(self) -> list[dict]:
+        """What the reference kernels append in Init and Prepare (runtime/ops/temporaries.py), once
+        allocate_tensors() has prepared them; delegated nodes are not prepared."""
+        if self._prepared is None:
+            return []
+        skip = set(_delegated_ops(self._sim)) if self._sim is not None else set()
+        ran = set(range(len(self._graph.ops))) - skip if self._evaluated else set()
+        slots = temporaries(self._graph, self._prepared, (self._prepared_ops - skip) | ran, ran)
+        base = len(self._graph.tensors)
+        return [{
+            "name": tmp.name, "index": base + k, "shape": np.array(tmp.shape, np.int32),
+            "shape_signature": np.array(tmp.shape, np.int32), "dtype": tmp.dtype.np.type,
+            "quantization": (0.0, 0),
+            "quantization_parameters": {"scales": np.array((), np.float32), "zero_points": np.array((), np.int32),
+                                        "quantized_dimension": 0, "block_size": 0},
+            "sparsity_parameters": {},
+        } for k, tmp in enumerate(slots) if tmp.dtype is not None]
 
     def _check_index(self, t: int) -> int:
         t = int(t)
@@ -181,8 +231,8 @@ class Interpreter:
 
     def set_tensor(self, tensor_index: int, value: Any) -> None:
         t = self._check_index(tensor_index)
-        if self._values is None:
-            raise RuntimeError("allocate_tensors() must be called before set_tensor()")
+        if self._values is None:  # LiteRT's type and words: the tensor has no buffer yet
+            raise ValueError("Cannot set tensor: Tensor is unallocated. Try calling allocate_tensors() first")
         tensor = self._graph.tensors[t]
         value = np.asarray(value)
         if value.dtype != tensor.dtype.np:
@@ -225,6 +275,7 @@ class Interpreter:
             self._sim.invoke()
         else:
             self._run(self._plan)
+        self._evaluated = True
 
     def invoke_with_cpu_fallback(self) -> None:
         """Invoke; if a delegate fails while running, drop all delegates and rerun on the CPU
@@ -235,6 +286,7 @@ class Interpreter:
             self._sim.invoke_with_cpu_fallback()
         else:
             self._run(self._plan)
+        self._evaluated = True
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         t = self._check_index(tensor_index)
@@ -245,6 +297,10 @@ class Interpreter:
     def tensor(self, tensor_index: int):
         t = self._check_index(tensor_index)
         return lambda: self._values[t]
+
+    def num_subgraphs(self) -> int:
+        """The model's subgraphs: the main graph and the bodies of its control-flow ops."""
+        return len(self._graph.subgraphs) + 1
 
     def get_signature_list(self) -> dict:
         return {s.key: {"inputs": [n for n, _ in s.inputs], "outputs": [n for n, _ in s.outputs]}
@@ -264,33 +320,12 @@ class Interpreter:
 
     # -- execution ------------------------------------------------------------------------------
 
-    def _run(self, plan) -> None:
+    def _run(self, plan):
+        """Run steps of subgraph 0's plan; returns what other subgraphs ran meanwhile, with the
+        shapes they ran at (control-flow ops: the simulation charges those ops too)."""
         set_num_threads(self._host_threads)
-        values = self._values
-        check = not self._resized
-        guard = self._guard
-        for kernel, node, ins, outs in plan:
-            if guard and node.index in guard:
-                self._precheck(node, check)
-            args = [values[t] if t >= 0 else None for t in ins]
-            while args and args[-1] is None:
-                args.pop()
-            try:
-                result = kernel(node, *args)
-            except ModelError as exc:
-                raise _prefixed(exc, self._graph) from None
-            except (ArithmeticError, LookupError, ValueError, TypeError, AttributeError) as exc:
-                raise _prefixed(node.fail(f"{type(exc).__name__}: {exc}"), self._graph) from exc
-            if not isinstance(result, tuple):
-                result = (result,)
-            if len(result) != len(outs):
-                raise _prefixed(node.fail(f"kernel produced {len(result)} outputs, the op declares {len(outs)}"),
-                                self._graph)
-            try:
-                for t, value in zip(outs, result):
-                    values[t] = _conform(node, t, np.asarray(value), check)
-            except ModelError as exc:
-                raise _prefixed(exc, self._graph) from None
+        _run_steps(plan, self._values, self._graph, not self._resized, self._guard, self._precheck)
+        return self._state.take_ran()
 
     def _precheck(self, node: Node, strict: bool) -> None:
         """An op whose output shapes depend on values (a RESHAPE fed a computed shape) or on
@@ -315,6 +350,33 @@ class Interpreter:
                 raise node.fail(f"its outputs {[list(s) for s in grown.values()]} and scratch would bring the "
                                 f"model to {memory.format_bytes(total)}, above the memory limit of "
                                 f"{memory.format_bytes(self._limit)}")
+
+
+def _run_steps(plan, values: list, graph: Graph, check: bool, guard, precheck) -> None:
+    """Walk plan steps over one subgraph's tensor values: the main graph's, or one a control-flow
+    op runs (runtime/model_state.py). `check`: outputs must have their declared shapes; `guard`:
+    ops checked by `precheck(node, check)` right before they run."""
+    for kernel, node, ins, outs in plan:
+        if guard and node.index in guard:
+            precheck(node, check)
+        args = [values[t] if t >= 0 else None for t in ins]
+        while args and args[-1] is None:
+            args.pop()
+        try:
+            result = kernel(node, *args)
+        except ModelError as exc:
+            raise _prefixed(exc, graph) from None
+        except (ArithmeticError, LookupError, ValueError, TypeError, AttributeError) as exc:
+            raise _prefixed(node.fail(f"{type(exc).__name__}: {exc}"), graph) from exc
+        if not isinstance(result, tuple):
+            result = (result,)
+        if len(result) != len(outs):
+            raise _prefixed(node.fail(f"kernel produced {len(result)} outputs, the op declares {len(outs)}"), graph)
+        try:
+            for t, value in zip(outs, result):
+                values[t] = _conform(node, t, np.asarray(value), check)
+        except ModelError as exc:
+            raise _prefixed(exc, graph) from None
 
 
 def _prefixed(exc: ModelError, graph: Graph) -> ModelError:
@@ -364,7 +426,7 @@ def _check_quantization(graph: Graph) -> None:
                              f"not support")
         if tensor.quant is None:
             continue
-        if tensor.dtype.name not in _QUANTIZED_TYPES:
+        if tensor.dtype.name not in _QUANTIZED_TYPES and t not in svdf_int16_tensors(graph):
             what = ("int16 activations (16x8 quantization)" if tensor.dtype.name == "INT16"
                     else f"{tensor.dtype.name} quantization")
             raise ModelError(f"{graph.describe_tensor(t)} uses {what}, which the testbed does not support")
@@ -373,14 +435,25 @@ def _check_quantization(graph: Graph) -> None:
                              f"testbed does not support")
 
 
+def _declared_zeros(node: Node, *_inputs):
+    """Stands in for an op with no kernel in a timing-only run: zeros of its declared outputs."""
+    outs = tuple(np.zeros(node.graph.tensors[t].shape, node.graph.tensors[t].dtype.np) for t in node.op.outputs)
+    return outs if len(outs) != 1 else outs[0]
+
+
 def _split_constant(graph: Graph, plan: list) -> tuple[list, list]:
     """Ops that read only constants (DEQUANTIZE of fp16 weights, above all) run once when tensors
-    are allocated, as TFLite computes and persists them in Prepare; the rest run every invoke."""
+    are allocated, as TFLite computes and persists them in Prepare; the rest run every invoke.
+    Random draws are never folded: LiteRT draws new numbers on each invoke; nor are control flow
+    and resource variables."""
+    from runtime.ops.misc_kernels import DRAWS_RANDOM
+
     known = {t for t, tensor in enumerate(graph.tensors) if tensor.is_constant and not tensor.is_variable}
     folded, live = [], []
     for step in plan:
         ins = [t for t in step[2] if t >= 0]
-        if ins and all(t in known for t in ins):
+        # Control flow and variables act beyond their outputs: they too run at every invoke.
+        if ins and all(t in known for t in ins) and step[1].op.type not in DRAWS_RANDOM | STATEFUL:
             folded.append(step)
             known.update(step[3])
         else:

@@ -100,25 +100,22 @@ def _boundary(steady: list[Interval], n: int, latency: float, joules_per_byte: f
                     seconds, joules, seconds / latency if latency > 0 else 0.0)
 
 
-def _per_op(intervals: list[Interval], first_k: int) -> tuple[OpTime, ...]:
-    """Time per plan node: a CPU op by its index, a delegated partition as one node named after
-    its delegate (as TFLite's op profiler shows it), in order of first appearance."""
-    table: dict[tuple[str, str], list[float]] = {}
-    firsts: dict[tuple[str, str], float] = {}
+def _per_op(intervals: list[Interval]) -> tuple[OpTime, ...]:
+    """Time per plan node in one inference: a CPU op by its index, a delegate's partitions as one
+    node named after it (as TFLite's op profiler shows a delegate kernel), in order of first
+    appearance. Every row is the same statistic: the node's op work summed within an inference,
+    averaged over the inferences it ran in; `first` is the earliest of them. Copies, invoke calls
+    and edge conversions are the boundary's (measured apart), not a node's."""
+    runs: dict[tuple[str, str], dict[tuple[int, int], float]] = {}
     for iv in intervals:
-        if iv.inference < 0 or iv.kind is Kind.COPY:
+        if iv.inference < 0 or iv.kind is not Kind.OP or _boundary_interval(iv):
             continue
         args = dict(iv.args)
         key = (f"{args['delegate']}" if "delegate" in args else f"{iv.name}:{args.get('node', '')}", iv.lane)
-        bucket = table.setdefault(key, [])
-        bucket.append(iv.seconds)
-        if iv.inference == first_k:
-            firsts[key] = firsts.get(key, 0.0) + iv.seconds
-    rows = []
-    for (node, lane), times in table.items():
-        rows.append(OpTime(node, lane, firsts.get((node, lane), 0.0), math.fsum(times) / max(1, len(times)),
-                           len(times)))
-    return tuple(rows)
+        per_run = runs.setdefault(key, {})
+        per_run[(iv.inference, iv.stream)] = per_run.get((iv.inference, iv.stream), 0.0) + iv.seconds
+    return tuple(OpTime(node, lane, per_run[min(per_run)], math.fsum(per_run.values()) / len(per_run), len(per_run))
+                 for (node, lane), per_run in runs.items())
 
 
 def measure(soc, spans: Sequence[tuple[int, int, float, float]], warmup: int,
@@ -142,7 +139,7 @@ def measure(soc, spans: Sequence[tuple[int, int, float, float]], warmup: int,
     return Measurement(stats, init_s, _boundary(steady_ivs, n, stats.avg, soc.profile.dram.energy_per_byte),
                        rails, 1e3 * total / n, total / (t1 - t0) if t1 > t0 else 0.0,
                        max(levels, default=sum(soc.rails.values())),
-                       _per_op(intervals, min(s[1] for s in ordered)), tuple(sorted((footprint or {}).items())))
+                       _per_op(intervals), tuple(sorted((footprint or {}).items())))
 
 
 def _active_energy(intervals: list[Interval], joules_per_byte: float) -> dict[str, float]:

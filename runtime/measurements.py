@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from delegates.kinds import DelegateKind
 from runtime.errors import TestbedError
 
 __all__ = ["Row", "MeasurementError", "read_measurements", "read_csv", "read_log", "DELEGATES",
@@ -16,8 +17,7 @@ __all__ = ["Row", "MeasurementError", "read_measurements", "read_csv", "read_log
 
 # The delegate column's values and the benchmark_model flags each stands for.
 DELEGATES: Mapping[str, tuple[str, ...]] = {
-    "cpu": (), "gpu": ("--use_gpu=true",), "nnapi": ("--use_nnapi=true",),
-    "hexagon": ("--use_hexagon=true",), "coreml": ("--use_coreml=true",),
+    "cpu": (), **{kind.value: (f"--{kind.flag}=true",) for kind in DelegateKind},
 }
 _COLUMNS = ("model", "args", "quantization", "device", "delegate", "threads", "latency_ms")
 _QUANTIZATIONS = ("none", "float16", "dynamic_range", "int8", "uint8")

@@ -12,6 +12,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 from runtime.errors import ModelError
 from runtime.graph import Graph
 from runtime.opcheck import pad_amounts, pool_taps
+from runtime.opcheck_misc import scratch_bytes as misc_scratch
 from runtime.optypes import OpType
 from runtime.options import Padding, options_or_default
 
@@ -169,11 +170,18 @@ def op_scratch(graph: Graph, i: int, shape_of: Callable[[int], Shape]) -> tuple[
         temp = 4 * sum(math.prod(s) * graph.tensors[t].dtype.np.itemsize for t, s in zip(op.outputs, outs))
     if op.type is OpType.DEPTHWISE_CONV_2D and len(ins) > 1 and ins[0] and ins[1] and ins[0][-1] != ins[1][-1]:
         temp += 4 * math.prod(ins[0][:-1]) * ins[1][-1]  # the input repeated per depth multiplier
+    temp += misc_scratch(op.type, ins, outs)  # index arrays, generator words, FFT copies (runtime/opcheck_misc.py)
     try:
         keep = _kept(op.type, o, ins, outs)
     except (TypeError, ValueError, IndexError, AttributeError):  # shapes the checks refuse anyway
         keep = 0
     return keep, temp
+
+
+# Recurrent ops and SVDF (runtime/ops/lstm.py, hybrid.py, rnn.py, lstm_variants.py, svdf.py).
+_RECURRENT = frozenset({OpType.UNIDIRECTIONAL_SEQUENCE_LSTM, OpType.LSTM, OpType.BIDIRECTIONAL_SEQUENCE_LSTM,
+                        OpType.RNN, OpType.UNIDIRECTIONAL_SEQUENCE_RNN, OpType.BIDIRECTIONAL_SEQUENCE_RNN,
+                        OpType.SVDF})
 
 
 def _kept(kind: OpType, o, ins: list, outs: list) -> int:
@@ -221,7 +229,7 @@ def _kept(kind: OpType, o, ins: list, outs: list) -> int:
         n, h, w, c = ins[0]
         _, oh, ow, _ = outs[0]
         return 8 * (2 * n * oh * w * c + 6 * n * oh * ow * c)
-    if kind is OpType.UNIDIRECTIONAL_SEQUENCE_LSTM:
+    if kind in _RECURRENT:  # weights prepared as float32 (hybrid: with row sums), outputs per step
         return 8 * (sum(math.prod(s) for s in ins[1:] if s is not None) + 2 * sum(math.prod(s) for s in outs))
     return 0
 

@@ -13,7 +13,12 @@ import numpy as np
 from runtime import options as opt
 from runtime.errors import ModelError
 from runtime.graph import DType, Graph, Tensor, printable
-from runtime.optypes import OpType
+from runtime.optypes import DATA_INPUT, OpType
+from runtime.opcheck_math import RULES as _MATH_RULES
+from runtime.opcheck_index import OWN_OUTPUT_TYPE as _INDEX_OWN_TYPES, RULES as _INDEX_RULES
+from runtime.opcheck_seq import RULES as _SEQ_RULES
+from runtime.opcheck_misc import RULES as _MISC_RULES
+from runtime.opcheck_control import RULES as _CONTROL_RULES, resource_allowed
 
 __all__ = ["Checked", "check_graph", "check_op", "check_options", "checked", "derived_constants", "out_size",
            "pad_amounts", "pool_taps"]
@@ -39,7 +44,7 @@ _QUANT_KERNEL_OPS = frozenset({
     OpType.BATCH_MATMUL, OpType.SQUARED_DIFFERENCE, OpType.ADD, OpType.SUB, OpType.MUL, OpType.RELU,
     OpType.RELU6, OpType.RELU_N1_TO_1, OpType.PRELU, OpType.LEAKY_RELU, OpType.LOGISTIC, OpType.TANH,
     OpType.HARD_SWISH, OpType.QUANTIZE, OpType.AVERAGE_POOL_2D, OpType.MAX_POOL_2D, OpType.MEAN,
-    OpType.SUM, OpType.SOFTMAX, OpType.CONCATENATION,
+    OpType.SUM, OpType.SOFTMAX, OpType.CONCATENATION, OpType.RSQRT,
 })
 
 # The schema's options table of ops that have one but no typed class here (read as GenericOptions).
@@ -85,15 +90,18 @@ def _fmt(shape: Sequence[int]) -> str:
 class _Op:
     """One op under check: its input shapes and known values, and messages naming op, tensor and field."""
 
-    __slots__ = ("graph", "index", "op", "opts", "shape_of", "value_of", "deferred", "eight_bit")
+    __slots__ = ("graph", "index", "op", "opts", "shape_of", "value_of", "deferred", "eight_bit", "model")
 
-    def __init__(self, graph: Graph, index: int, shape_of: ShapeOf, value_of: ValueOf):
+    def __init__(self, graph: Graph, index: int, shape_of: ShapeOf, value_of: ValueOf, model: Graph | None = None):
         self.graph, self.index, self.op = graph, index, graph.ops[index]
+        self.model = graph if model is None else model  # the main graph, holding the subgraphs ops may run
         self.opts = opt.options_or_default(self.op.type.name, self.op.options)
         self.shape_of, self.value_of = shape_of, value_of
         self.deferred = False
-        first = next((graph.tensors[t] for t in self.op.inputs
-                      if t >= 0 and not graph.tensors[t].is_constant), None)
+        k = DATA_INPUT.get(self.op.type)
+        data = (self.op.inputs[k] if k < len(self.op.inputs) else -1) if k is not None else None
+        first = (graph.tensors[data] if data >= 0 else None) if data is not None else next(
+            (graph.tensors[t] for t in self.op.inputs if t >= 0 and not graph.tensors[t].is_constant), None)
         # The same choice runtime.ops.select_kernel makes: 8-bit data takes the integer kernel.
         self.eight_bit = (first is not None and first.dtype in _EIGHT_BIT and self.op.type is not OpType.DEQUANTIZE
                           and self.op.type in _QUANT_KERNEL_OPS)
@@ -185,6 +193,14 @@ class _Op:
         if not -rank <= value < rank:
             raise self.fail(f"{field} {value} is out of range for rank {rank}")
         return value % rank
+
+    def typed(self, k: int, allowed, what: str) -> DType:
+        """Input k's element type, which must be one of `allowed`; `what` names its role."""
+        dtype = self.tensor(k).dtype
+        if dtype not in allowed:
+            names = ", ".join(d.name for d in allowed)
+            raise self.fail(f"{self.name(k)} ({what}) is {dtype.name}; {self.op.type.name} takes {names}")
+        return dtype
 
     def same_type(self, *ks: int) -> None:
         types = {self.tensor(k).dtype for k in ks}
@@ -304,6 +320,13 @@ def _unary(c: _Op):
     if c.eight_bit:
         c.quantized(0, "out")
     return [x]
+
+
+def _rsqrt(c: _Op):
+    """elementwise.cc IsRsqrtSupportedType: float32 or int8 (and int16), never uint8."""
+    if c.tensor(0).dtype is DType.UINT8:
+        raise c.fail(f"{c.name(0)} is UINT8; RSQRT takes FLOAT32 or INT8")
+    return _unary(c)
 
 
 def _softmax(c: _Op):
@@ -787,6 +810,9 @@ def _lstm(c: _Op):
     c.arity(1, 24, 1)
     o = c.opts
     x = c.rank(0, 3)
+    if c.tensor(0).dtype in _EIGHT_BIT:  # lstm_eval's EvalInteger8x8_16 / 8x8_8: no kernel here yet
+        raise c.fail(f"{c.name(0)} is {c.tensor(0).dtype.name}: full-integer LSTMs (8-bit activations, 16-bit "
+                     f"cell state) are not supported; float32 and dynamic-range (int8 weights) LSTMs are")
     steps, batch, features = (x[0], x[1], x[2]) if o.time_major else (x[1], x[0], x[2])
     for k in (_H_STATE, _C_STATE):
         if not c.tensor(k).is_variable:
@@ -833,13 +859,49 @@ def _densify(c: _Op):
     return [c.shape(0)]
 
 
+def _custom(c: _Op):
+    """A registered custom op checks its inputs and parameters itself; an op no registry knows keeps
+    the shapes the file declares (it runs only timing-only, costed from them)."""
+    import runtime.ops  # noqa: F401  (registers the custom ops published models carry)
+    from runtime import custom_ops as custom
+
+    spec = custom.lookup(c.op.custom_code)
+    if spec is None:
+        return [None] * len(c.op.outputs)
+    where = c.graph.describe_op(c.index)
+    params = custom.params(spec, c.op.custom_options, where)
+    if spec.input_types is not None:
+        if len(c.op.inputs) != len(spec.input_types):
+            raise c.fail(f"has {len(c.op.inputs)} inputs, {len(spec.input_types)} expected")
+        for k, allowed in enumerate(spec.input_types):
+            if c.tensor(k).dtype.np.name not in allowed:
+                raise c.fail(f"{c.name(k)} is {c.tensor(k).dtype.name}; {' or '.join(sorted(allowed))} expected")
+    if spec.output_types is not None:
+        if len(c.op.outputs) != len(spec.output_types):
+            raise c.fail(f"has {len(c.op.outputs)} outputs, {len(spec.output_types)} expected")
+        for j, want in enumerate(spec.output_types):
+            if c.out_tensor(j).dtype.np.name != want:
+                raise c.fail(f"{c.out_name(j)} is {c.out_tensor(j).dtype.name}, {want} expected")
+    if spec.shapes is None:
+        return [None] * len(c.op.outputs)
+    try:
+        outs = [tuple(int(d) for d in s) for s in spec.shapes([c.shape(k) for k in range(len(c.op.inputs))], params)]
+    except (ValueError, TypeError) as exc:
+        raise c.fail(str(exc)) from None
+    if len(outs) != len(c.op.outputs) or any(d < 0 for s in outs for d in s):
+        raise c.fail(f"computes output shapes {[list(s) for s in outs]} for {len(c.op.outputs)} outputs")
+    return outs
+
+
 _RULES: dict[OpType, Callable[[_Op], list]] = {
+    OpType.CUSTOM: _custom,
     **{t: _binary for t in (OpType.ADD, OpType.SUB, OpType.MUL, OpType.DIV, OpType.MAXIMUM, OpType.MINIMUM,
                             OpType.SQUARED_DIFFERENCE)},
     OpType.LEAKY_RELU: _leaky_relu,
     **{t: _unary for t in (OpType.RELU, OpType.RELU_N1_TO_1, OpType.RELU6, OpType.ELU,
-                           OpType.LOGISTIC, OpType.TANH, OpType.EXP, OpType.LOG, OpType.SQRT, OpType.RSQRT,
+                           OpType.LOGISTIC, OpType.TANH, OpType.EXP, OpType.LOG, OpType.SQRT,
                            OpType.ABS, OpType.NEG, OpType.HARD_SWISH)},
+    OpType.RSQRT: _rsqrt,
     OpType.PRELU: _binary, OpType.SOFTMAX: _softmax, OpType.LOG_SOFTMAX: _softmax,
     OpType.CAST: _cast, OpType.DEQUANTIZE: _dequantize, OpType.QUANTIZE: _quantize, OpType.DENSIFY: _densify,
     OpType.CONV_2D: _conv, OpType.DEPTHWISE_CONV_2D: _depthwise, OpType.TRANSPOSE_CONV: _transpose_conv,
@@ -853,6 +915,11 @@ _RULES: dict[OpType, Callable[[_Op], list]] = {
     OpType.SHAPE: _shape, OpType.GATHER: _gather, OpType.DEPTH_TO_SPACE: _depth_to_space,
     OpType.SPACE_TO_DEPTH: _space_to_depth, OpType.RESIZE_BILINEAR: _resize,
     OpType.RESIZE_NEAREST_NEIGHBOR: _resize, OpType.UNIDIRECTIONAL_SEQUENCE_LSTM: _lstm,
+    **_MATH_RULES,  # comparisons, logic, selection, elementwise maths, arg/reductions, norms
+    **_INDEX_RULES,  # batch<->space, gather/scatter, shapes from values, segments, top-k, NMS
+    **_SEQ_RULES,  # recurrent ops, SVDF, 3-D convolutions, sparse embedding, StableHLO-era ops
+    **_MISC_RULES,  # complex numbers, BITCAST, random draws, StableHLO gather/scatter/reduce_window
+    **_CONTROL_RULES,  # IF, WHILE, CALL_ONCE and resource variables (runtime/opcheck_control.py)
 }
 
 
@@ -880,17 +947,20 @@ def _options_name(options) -> str:
     return options.table if isinstance(options, opt.GenericOptions) else type(options).__name__
 
 
-def check_op(graph: Graph, i: int, shape_of: ShapeOf, value_of: ValueOf) -> tuple[list, bool]:
+def check_op(graph: Graph, i: int, shape_of: ShapeOf, value_of: ValueOf,
+             model: Graph | None = None) -> tuple[list, bool]:
     """(output shapes, deferred) for op i; ModelError naming op, tensor and field when a kernel
-    could not run it. `deferred`: some output shape depends on a value known only when it runs."""
+    could not run it. `deferred`: some output shape depends on a value known only when it runs.
+    `model`: the main graph when `graph` is another subgraph of it (None: `graph` is the main one)."""
     op = graph.ops[i]
     rule = _RULES.get(op.type)
     if rule is None:
         return [None] * len(op.outputs), False
     check_options(graph, i)
-    c = _Op(graph, i, shape_of, value_of)
+    c = _Op(graph, i, shape_of, value_of, model)
     for t in (*op.inputs, *op.outputs):
-        if t >= 0 and graph.tensors[t].dtype in _NO_KERNEL_TYPES:
+        if t >= 0 and graph.tensors[t].dtype in _NO_KERNEL_TYPES and not (
+                graph.tensors[t].dtype is DType.RESOURCE and resource_allowed(op, t)):  # variable handles
             raise c.fail(f"{graph.describe_tensor(t)} is {graph.tensors[t].dtype.name}, a type the kernels "
                          f"do not compute on")
     outs = rule(c)
@@ -899,9 +969,14 @@ def check_op(graph: Graph, i: int, shape_of: ShapeOf, value_of: ValueOf) -> tupl
 
 
 # The input whose element type the outputs carry (the data input), where it is not input 0.
-_DATA_INPUT = {OpType.SPLIT: 1, OpType.TRANSPOSE_CONV: 2}
+_DATA_INPUT = DATA_INPUT
 # Ops whose outputs take a type of their own (checked by their rules), or float from hybrid kernels.
-_OWN_OUTPUT_TYPE = frozenset({OpType.CAST, OpType.DEQUANTIZE, OpType.QUANTIZE, OpType.SHAPE})
+_OWN_OUTPUT_TYPE = frozenset({OpType.CUSTOM, OpType.CAST, OpType.DEQUANTIZE, OpType.QUANTIZE, OpType.SHAPE})
+_OWN_OUTPUT_TYPE |= frozenset(_MATH_RULES)  # runtime/opcheck_math.py checks every output type
+_OWN_OUTPUT_TYPE |= _INDEX_OWN_TYPES  # runtime/opcheck_index.py checks theirs
+_OWN_OUTPUT_TYPE |= frozenset(_SEQ_RULES)  # runtime/opcheck_seq.py checks every output type
+_OWN_OUTPUT_TYPE |= frozenset(_MISC_RULES)  # so does runtime/opcheck_misc.py
+_OWN_OUTPUT_TYPE |= frozenset(_CONTROL_RULES)  # runtime/opcheck_control.py checks them against the subgraphs
 # Float kernels that compute in floating point whatever they are given: an integer input would
 # come out as float64 where the model declares an integer.
 _FLOAT_ONLY = frozenset({
@@ -939,9 +1014,11 @@ class Checked:
     varying: frozenset[int]     # tensors whose shape may differ at run time from `shapes`
 
 
-def check_graph(graph: Graph, input_shapes: dict[int, Shape] | None = None, strict: bool = True) -> Checked:
+def check_graph(graph: Graph, input_shapes: dict[int, Shape] | None = None, strict: bool = True,
+                model: Graph | None = None) -> Checked:
     """Run every op's check in plan order, propagating shapes from the graph inputs. `strict`: each
-    computed output shape must be the declared one (unless the tensor's signature marks it dynamic)."""
+    computed output shape must be the declared one (unless the tensor's signature marks it dynamic).
+    `model`: the main graph when `graph` is another of its subgraphs."""
     tensors = graph.tensors
     shapes: list[Shape] = [t.shape for t in tensors]
     varying: set[int] = set()
@@ -952,20 +1029,22 @@ def check_graph(graph: Graph, input_shapes: dict[int, Shape] | None = None, stri
     known = derived_constants(graph)
     value_of = lambda t: tensors[t].data if t >= 0 and tensors[t].is_constant else None  # noqa: E731
     deferred: set[int] = set()
-    unknown: set[int] = set()  # not strict: shapes only the run will tell (checked then)
+    unknown: set[int] = set()  # shapes only the run will tell (checked then)
     for i, op in enumerate(graph.ops):
         if unknown and any(t in unknown for t in op.inputs if t >= 0):
             deferred.add(i)
             unknown.update(op.outputs)
             varying.update(op.outputs)
             continue
-        outs, late = check_op(graph, i, shapes.__getitem__, value_of)
+        outs, late = check_op(graph, i, shapes.__getitem__, value_of, model)
         if op.type in _RULES and (late or any(t in varying for t in op.inputs if t >= 0)):
             deferred.add(i)
             varying.update(t for t in op.outputs if t not in known)
         for t, s in zip(op.outputs, outs):
             if s is None:
-                if not strict:
+                # A shape only the run tells: not strict, or a tensor whose signature marks it
+                # dynamic (its declared shape is a placeholder, as a WHILE body's growing slice).
+                if not strict or tensors[t].is_dynamic:
                     unknown.add(t)
                 continue
             declared = tensors[t].shape
@@ -1001,9 +1080,9 @@ def is_checked(graph: Graph) -> bool:
     return graph in _CACHE
 
 
-def checked(graph: Graph) -> Checked:
-    """check_graph(graph), computed once per graph object."""
+def checked(graph: Graph, model: Graph | None = None) -> Checked:
+    """check_graph(graph), computed once per graph object (`model`: as check_graph's)."""
     found = _CACHE.get(graph)
     if found is None:
-        found = _CACHE[graph] = check_graph(graph)
+        found = _CACHE[graph] = check_graph(graph, model=model)
     return found

@@ -215,3 +215,19 @@ class OpType(enum.IntEnum):
     STABLEHLO_COMPOSITE = 206
     STABLEHLO_SHIFT_LEFT = 207
     STABLEHLO_CBRT = 208
+
+
+# The input that carries an op's data, where it is not the op's first run-time input: its element
+# type picks the kernel and the output type. TRANSPOSE_CONV's output shape comes first, and is
+# itself computed at run time when Keras' Conv2DTranspose reads its batch size (SHAPE ->
+# STRIDED_SLICE -> PACK); SPLIT's axis comes first.
+DATA_INPUT: dict[OpType, int] = {OpType.SPLIT: 1, OpType.TRANSPOSE_CONV: 2}
+# FILL's value, ONE_HOT's on/off values, SCATTER_ND's updates, SPARSE_TO_DENSE's values and
+# EMBEDDING_LOOKUP's table come after their shape or index inputs.
+DATA_INPUT.update({OpType.FILL: 1, OpType.ONE_HOT: 2, OpType.SCATTER_ND: 1, OpType.SPARSE_TO_DENSE: 2,
+                   OpType.EMBEDDING_LOOKUP: 1})
+# Ops whose 8-bit kernels rescale (comparisons, GELU, ...): input 0 picks the kernel even when it
+# is a constant, so that a comparison of two 8-bit constants still takes the integer kernel.
+DATA_INPUT.update({t: 0 for t in (OpType.LESS, OpType.LESS_EQUAL, OpType.GREATER, OpType.GREATER_EQUAL,
+                                  OpType.EQUAL, OpType.NOT_EQUAL, OpType.RELU_0_TO_1, OpType.GELU,
+                                  OpType.L2_NORMALIZATION, OpType.REDUCE_PROD)})

@@ -15,7 +15,7 @@ from runtime.atomic import write_text
 from runtime.errors import TestbedError
 from runtime.report_plots import plot_images
 
-__all__ = ["FORMATS", "render", "write_report"]
+__all__ = ["FORMATS", "render", "render_file", "write_report"]
 
 FORMATS = ("md", "html", "csv")
 _DEFAULT_NAMES = {"md": "report.md", "html": "report.html", "csv": "results.csv"}
@@ -84,6 +84,18 @@ def _check_record(k: int, rec: Any) -> None:
         raise TestbedError(f"{where}: key 'energy.rails' is not an object")
     for rail, entry in rails.items():
         _check_keys(entry, ("active_mj", "total_mj"), f"{where}: energy.rails.{rail}")
+
+
+def _as_results(data: Any) -> Any:
+    """Every results file the testbed writes as one shape: `dtb run`'s results.json as it is, a
+    `dtb benchmark --output_json` file (one record, on its own) as results holding that record."""
+    if isinstance(data, dict) and "records" in data:
+        return data
+    if isinstance(data, dict) and "latency_ms" in data:
+        return {"scenario": data.get("scenario"), "records": [data]}
+    kind = "a Chrome trace" if isinstance(data, dict) and "traceEvents" in data else type(data).__name__
+    raise TestbedError(f"not a results file ({kind}): expected `dtb run`'s results.json (a 'records' list) or "
+                       f"a `dtb benchmark --output_json` record")
 
 
 def _check(results: Any) -> list[dict]:
@@ -298,8 +310,10 @@ def _check_format(fmt: str) -> None:
 
 
 def render(results: dict, fmt: str = "md", trace: dict | None = None) -> str:
-    """The report of a results object as text; `trace` (a Chrome trace object) adds a timeline to HTML."""
+    """The report of a results object (results.json, or one `dtb benchmark --output_json` record) as
+    text; `trace` (a Chrome trace object) adds a timeline to HTML."""
     _check_format(fmt)
+    results = _as_results(results)
     records = _check(results)
     if fmt == "csv":
         return _csv(records)
@@ -315,25 +329,37 @@ def render(results: dict, fmt: str = "md", trace: dict | None = None) -> str:
 def _read_json(path: Path, what: str) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise TestbedError(f"{path}: cannot read the {what} file: {e.strerror or e}") from e
+    except FileNotFoundError:
+        raise TestbedError(f"{path}: no such {what} file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise TestbedError(f"{path}: cannot read the {what} file: {reason}") from None
     try:
         return json.loads(text)
-    except ValueError as e:
-        raise TestbedError(f"{path}: the {what} file is not valid JSON: {e}") from e
+    except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than the parser goes
+        detail = f"line {e.lineno} column {e.colno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else \
+            " ".join(str(e).split()) or type(e).__name__
+        raise TestbedError(f"{path}: not JSON: the {what} file is not valid JSON ({detail})") from None
 
 
-def write_report(results_path: str | os.PathLike, fmt: str, out_path: str | os.PathLike | None = None) -> Path:
-    """Render results.json (and, for HTML, the trace.json beside it) to a file beside it; returns its path."""
+def render_file(results_path: str | os.PathLike, fmt: str = "md", with_trace: bool = False) -> str:
+    """The report of a results file (`dtb run`'s results.json or a `dtb benchmark --output_json`
+    file); every error is one line naming the file. `with_trace`: HTML draws the trace.json beside it."""
     _check_format(fmt)
     path = Path(results_path)
     results = _read_json(path, "results")
     trace_path = path.with_name("trace.json")
-    trace = _read_json(trace_path, "trace") if fmt == "html" and trace_path.is_file() else None
+    trace = _read_json(trace_path, "trace") if with_trace and fmt == "html" and trace_path.is_file() else None
     try:
-        text = render(results, fmt, trace)
+        return render(results, fmt, trace)
     except TestbedError as e:
-        raise TestbedError(f"{path}: {e}") from e
+        raise TestbedError(f"{path}: {e}") from None
+
+
+def write_report(results_path: str | os.PathLike, fmt: str, out_path: str | os.PathLike | None = None) -> Path:
+    """Render results.json (and, for HTML, the trace.json beside it) to a file beside it; returns its path."""
+    text = render_file(results_path, fmt, with_trace=True)
+    path = Path(results_path)
     out = Path(out_path) if out_path is not None else path.with_name(_DEFAULT_NAMES[fmt])
     write_text(out, text)
     return out

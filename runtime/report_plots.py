@@ -28,37 +28,52 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def _ticks(ax, labels: list[str]) -> None:
-    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
+# One row per cell, bars drawn sideways: a label is read horizontally, in full, whatever its length,
+# and the figure grows a row at a time, so 50 cells stay as readable as 3.
+_ROW_INCHES = 0.22
+_LABEL_FONT = 8
+_CHAR_INCHES = 0.06     # an average character at the label font, so long labels widen the figure
+
+
+def _cells_figure(labels: list[str], width: float, height: float):
+    """A figure with room for a row per cell and for its longest label beside the plot area."""
+    longest = max((len(label) for label in labels), default=0)
+    return _figure(max(width, width - 2.5 + _CHAR_INCHES * longest), max(height, 1.4 + _ROW_INCHES * len(labels)))
+
+
+def _cell_rows(ax, labels: list[str]) -> None:
+    """The cells down the y axis, first at the top."""
+    ax.set_yticks(range(len(labels)), labels, fontsize=_LABEL_FONT)
+    ax.set_ylim(len(labels) - 0.5, -0.5)
 
 
 def _plot_latency_energy(records: list[dict], labels: list[str]) -> bytes:
-    fig = _figure(9, 3.6)
-    lat_ax, energy_ax = fig.subplots(1, 2)
-    x = range(len(records))
-    lat_ax.bar(x, [r["latency_ms"]["avg"] for r in records], color="C0", label="avg")
-    lat_ax.scatter(x, [r["latency_ms"]["p90"] for r in records], color="k", marker="_", s=200, label="p90",
+    fig = _cells_figure(labels, 9, 3.6)
+    lat_ax, energy_ax = fig.subplots(1, 2, sharey=True)
+    y = range(len(records))
+    lat_ax.barh(y, [r["latency_ms"]["avg"] for r in records], color="C0", label="avg")
+    lat_ax.scatter([r["latency_ms"]["p90"] for r in records], y, color="k", marker="|", s=120, label="p90",
                    zorder=3)
-    lat_ax.set(title="Latency per inference", ylabel="ms")
+    lat_ax.set(title="Latency per inference", xlabel="ms")
     lat_ax.legend(fontsize=8)
-    energy_ax.bar(x, [r["energy"]["total_mj"] for r in records], color="C1")
-    energy_ax.set(title="Energy per inference", ylabel="mJ")
-    for ax in (lat_ax, energy_ax):
-        _ticks(ax, labels)
+    energy_ax.barh(y, [r["energy"]["total_mj"] for r in records], color="C1")
+    energy_ax.set(title="Energy per inference", xlabel="mJ")
+    _cell_rows(lat_ax, labels)
+    energy_ax.tick_params(axis="y", labelleft=False)
     return _png(fig)
 
 
 def _plot_rails(records: list[dict], labels: list[str]) -> bytes:
     rails = list(dict.fromkeys(r for rec in records for r in rec["energy"]["rails"]))
-    fig = _figure(9, 3.8)
+    fig = _cells_figure(labels, 9, 3.8)
     ax = fig.subplots()
-    bottom = [0.0] * len(records)
+    left = [0.0] * len(records)
     for i, rail in enumerate(rails):
-        heights = [rec["energy"]["rails"].get(rail, {}).get("total_mj", 0.0) for rec in records]
-        ax.bar(range(len(records)), heights, bottom=bottom, label=rail, color=f"C{i % 10}")
-        bottom = [b + h for b, h in zip(bottom, heights)]
-    ax.set(title="Energy per rail, per inference", ylabel="mJ")
-    _ticks(ax, labels)
+        widths = [rec["energy"]["rails"].get(rail, {}).get("total_mj", 0.0) for rec in records]
+        ax.barh(range(len(records)), widths, left=left, label=rail, color=f"C{i % 10}")
+        left = [a + w for a, w in zip(left, widths)]
+    ax.set(title="Energy per rail, per inference", xlabel="mJ")
+    _cell_rows(ax, labels)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _png(fig)
 

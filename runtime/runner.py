@@ -15,7 +15,6 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from runtime import tflite_io
 from runtime.atomic import write_text
 from runtime.delegation import CpuStep
 from runtime.errors import DelegateError, ScenarioError, TestbedError
@@ -30,34 +29,27 @@ __all__ = ["build_model", "make_inputs", "simulate", "run_scenario", "run_file",
 
 Progress = Callable[[int, int, str], None]
 _MODELS: dict[tuple, Graph] = {}
-_CALIBRATION_SAMPLES = 4
 
 
 def build_model(spec, source: Path | None = None) -> Graph:
-    """The scenario's model: a .tflite file, or a zoo builder quantized as asked (cached per process,
-    since int8 calibration runs the float model several times)."""
+    """The scenario's model (a ModelSpec) through the one loader: a .tflite file, or a zoo builder,
+    quantized as asked; zoo models are cached per process, since int8 calibration runs the float
+    model several times."""
+    from runtime.loader import KEYS, ModelSource, load_model
+
+    model = ModelSource(path=spec.path, zoo=spec.zoo, zoo_args=dict(spec.args), quantization=spec.quantization.value)
     if spec.path is not None:
-        return tflite_io.load(spec.path)
+        return load_model(model, KEYS)
     key = (spec.zoo, tuple(sorted(dict(spec.args).items())), spec.quantization.value)
     if key not in _MODELS:
-        from runtime.zoo import build
-        from runtime.zoo.quantize import CALIBRATED, quantize
-
-        graph = build(spec.zoo, **dict(spec.args))
-        mode = spec.quantization.value
-        if mode != "none":
-            shape = graph.tensors[graph.inputs[0]].shape
-            rng = np.random.default_rng(1234)
-            samples = [rng.standard_normal(shape).astype(np.float32) for _ in range(_CALIBRATION_SAMPLES)]
-            graph = quantize(graph, mode, representative_data=samples if mode in CALIBRATED else None)
-        _MODELS[key] = graph
+        _MODELS[key] = load_model(model, KEYS)
     return _MODELS[key]
 
 
 def _random_input(tensor, rng: np.random.Generator, distribution: str, low: float, high: float) -> np.ndarray:
     shape = tensor.shape
     x = (rng.uniform(low, high, shape) if distribution == "uniform" else rng.standard_normal(shape))
-    if tensor.dtype.np.kind == "f":
+    if tensor.dtype.np.kind in "fc":  # a complex input gets the sample as its real part
         return x.astype(tensor.dtype.np)
     if tensor.quant is not None:  # a quantized input: the float sample on the tensor's grid
         info = np.iinfo(tensor.dtype.np)
@@ -260,6 +252,9 @@ def record_fields(m, delegation, kinds: Sequence[str], graph: Graph, nonfinite: 
         "nonfinite": nonfinite_records(nonfinite or {}, graph),
         "model": {"name": graph.name, "nodes": len(graph.ops)},
         "delegates": _delegate_records(delegation, kinds),
+        # a delegate on a phone that has none of it takes no op: the record says why (None: no such delegate)
+        "platform_refusal": "; ".join(r.platform_refusal for r in delegation.per_delegate if r.platform_refusal)
+                            or None,
         "placement": {str(k): v for k, v in sorted(delegation.placement().items())},
         "latency_ms": _ms(m.latency),
         "init_ms": m.init_s * 1e3,

@@ -39,6 +39,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping
 
+from delegates.kinds import BUILTIN_KINDS, EXTERNAL
 from runtime import limits
 from runtime.errors import ScenarioError
 from runtime.yamlcheck import (Ctx, Key, flag, freeze, integer, kind, mapping, member, number, overlay, parse, suggest,
@@ -62,7 +63,7 @@ class Distribution(enum.Enum):
     FILE = "file"
 
 
-DELEGATE_KINDS = ("gpu", "nnapi", "hexagon", "coreml", "external")
+DELEGATE_KINDS = (*BUILTIN_KINDS, EXTERNAL)
 
 
 @dataclass(frozen=True)
@@ -292,7 +293,7 @@ def _delegate(ctx: Ctx, item: Any, path: Key, load: _Load) -> DelegateSpec:
     path += (name,)
     member(ctx, name, path, DELEGATE_KINDS)
     options = mapping(ctx, {} if options is None else options, path)
-    return _external(ctx, options, path, load) if name == "external" else DelegateSpec(name, freeze(options))
+    return _external(ctx, options, path, load) if name == EXTERNAL else DelegateSpec(name, freeze(options))
 
 
 def _external(ctx: Ctx, m: dict[str, Any], path: Key, load: _Load) -> DelegateSpec:
@@ -311,7 +312,7 @@ def _external(ctx: Ctx, m: dict[str, Any], path: Key, load: _Load) -> DelegateSp
             shown = ", ".join(installed) if installed else "none is installed"
             raise ctx.fail(path + ("entry_point",), f"no installed delegate plugin '{name}'{suggest(name, installed)} "
                                                     f"(entry points of group {PLUGIN_GROUP}: {shown})")
-        return DelegateSpec("external", options, entry_point=name)
+        return DelegateSpec(EXTERNAL, options, entry_point=name)
     factory = text(ctx, m["path"], path + ("path",))
     if not _FACTORY.match(factory):
         raise ctx.fail(path + ("path",), f"'{factory}' is not of the form 'package.module:callable'")
@@ -320,7 +321,7 @@ def _external(ctx: Ctx, m: dict[str, Any], path: Key, load: _Load) -> DelegateSp
                                          f"pass --allow-external-delegates to dtb run (allow_external_delegates="
                                          f"True in the API) if you trust this file, or install the delegate as a "
                                          f"plugin and name its entry_point")
-    return DelegateSpec("external", options, factory)
+    return DelegateSpec(EXTERNAL, options, factory)
 
 
 def _cpu(ctx: Ctx, value: Any, path: Key) -> CpuSpec:

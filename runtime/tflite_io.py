@@ -1,4 +1,4 @@
-"""Read a .tflite flatbuffer (subgraph 0) into a Graph, with every failure a ModelError naming the spot."""
+"""Read a .tflite flatbuffer (every subgraph) into a Graph, with every failure a ModelError naming the spot."""
 
 from __future__ import annotations
 
@@ -19,15 +19,20 @@ from runtime.options import FOR_OP, TABLES, GenericOptions
 try:  # The generated schema classes; a core dependency, imported lazily for a clear message.
     import tflite
     from tflite.BuiltinOptions import BuiltinOptions as _UNION
+    from tflite.BuiltinOptions2 import BuiltinOptions2 as _UNION2
 except ImportError as exc:  # pragma: no cover - install problem
     raise ImportError("the 'tflite' package is required to read .tflite files: pip install tflite") from exc
 
 _UNION_NAMES = {v: k for k, v in vars(_UNION).items() if not k.startswith("_")}
+# The second options union (builtin_options_2) holds the tables of StableHLO-era ops.
+_UNION2_NAMES = {v: k for k, v in vars(_UNION2).items() if not k.startswith("_")}
 # What the generated accessors raise on a damaged flatbuffer (offsets past the end, garbled vtables).
 _PARSE_ERRORS = (IndexError, KeyError, struct.error, ValueError, TypeError, UnicodeDecodeError, AttributeError,
                  OverflowError)
 # TFLite's kernels handle up to 6 dimensions; NumPy stops at 64. Beyond this a shape is damage.
 MAX_RANK = 16
+# Converted models hold a handful of subgraphs (one per branch or loop body); more is damage.
+MAX_SUBGRAPHS = 10_000
 
 
 def load(path: str | os.PathLike, memory_limit: int | None = None) -> Graph:
@@ -96,22 +101,44 @@ class _Reader:
 
     def graph(self) -> Graph:
         m = self.model
-        if m.SubgraphsLength() < 1:
+        count = m.SubgraphsLength()
+        if count < 1:
             raise ModelError(f"{self.source} has no subgraph")
-        self._count(m.SubgraphsLength(), "the subgraph list")
+        self._count(count, "the subgraph list")
+        if count > MAX_SUBGRAPHS:
+            raise ModelError(f"{self.source} has {count} subgraphs; at most {MAX_SUBGRAPHS} are supported")
         self.buffers = self._count(m.BuffersLength(), "the buffer list")
-        sg = m.Subgraphs(0)
         codes = self._each(m.OperatorCodesLength(), "operator code", self._opcode)
-        tensors = tuple(self._each(sg.TensorsLength(), "tensor", lambda i: self._tensor(sg, i)))
-        ops = tuple(self._each(sg.OperatorsLength(), "op", lambda i: self._op(sg.Operators(i), i, codes)))
-        name = (sg.Name() or b"").decode("utf-8", "replace") or os.path.basename(self.source)
-        graph = Graph(tensors=tensors, ops=ops, inputs=tuple(int(t) for t in _numpy(sg.InputsAsNumpy())),
-                      outputs=tuple(int(t) for t in _numpy(sg.OutputsAsNumpy())), name=name,
-                      signatures=self._signatures(), source=self.source)
-        try:
+        main, *others = self._each(count, "subgraph", lambda k: self._subgraph(k, codes))
+        graph = dataclasses.replace(main, signatures=self._signatures(), subgraphs=tuple(others))
+        try:  # every subgraph, and the calls between them (indices in range, no recursion)
             return graph.validate()
         except ModelError as exc:
             raise ModelError(f"{self.source}: {exc}") from None
+
+    def _subgraph(self, k: int, codes) -> Graph:
+        """Subgraph k (0: the main graph); a fault in another one names it after the file."""
+        sg = self.model.Subgraphs(k)
+        name = (sg.Name() or b"").decode("utf-8", "replace")
+        try:
+            tensors = tuple(self._each(sg.TensorsLength(), "tensor", lambda i: self._tensor(sg, i)))
+            ops = tuple(self._each(sg.OperatorsLength(), "op", lambda i: self._op(sg.Operators(i), i, codes)))
+            return Graph(tensors=tensors, ops=ops, inputs=tuple(int(t) for t in _numpy(sg.InputsAsNumpy())),
+                         outputs=tuple(int(t) for t in _numpy(sg.OutputsAsNumpy())),
+                         name=name or (os.path.basename(self.source) if k == 0 else ""), source=self.source)
+        except ModelError as exc:
+            if k == 0:
+                raise
+            raise ModelError(self._in_subgraph(str(exc), k, name)) from None
+
+    def _in_subgraph(self, text: str, k: int, name: str) -> str:
+        """A reader's message about subgraph k's content, naming the subgraph after the file."""
+        where = f"subgraph {k}" + (f" '{printable(name)}'" if name else "")
+        if text.startswith(f"{self.source}: "):
+            return f"{self.source}: {where}: {text[len(self.source) + 2:]}"
+        if text.startswith(self.source):
+            return f"{self.source}: {where}{text[len(self.source):]}"
+        return f"{self.source}: {where}: {text}"
 
     def _opcode(self, i: int) -> tuple[int, int, str | None]:
         oc = self.model.OperatorCodes(i)
@@ -193,18 +220,25 @@ class _Reader:
         except ValueError:
             raise ModelError(f"{self.source}: op #{i} has builtin code {code}, unknown to this "
                              f"schema version") from None
+        # A custom op's parameters live in its own bytes (a FlexBuffer map, or a raw C struct in
+        # MediaPipe's ops); builtin ops carry none that a kernel reads.
+        blob = bytes(_numpy(o.CustomOptionsAsNumpy()).astype(np.uint8)) if op_type is OpType.CUSTOM else b""
         return Op(type=op_type, inputs=tuple(int(t) for t in _numpy(o.InputsAsNumpy())),
                   outputs=tuple(int(t) for t in _numpy(o.OutputsAsNumpy())),
-                  options=self._options(o, op_type, i), version=version, custom_code=custom)
+                  options=self._options(o, op_type, i), version=version, custom_code=custom,
+                  custom_options=blob or None)
 
     def _options(self, o, op_type: OpType, i: int):
         code = o.BuiltinOptionsType()
-        union = _UNION_NAMES.get(code)
+        second = code == 0 and o.BuiltinOptions2Type() != 0  # a table of the second union
+        if second:
+            code = o.BuiltinOptions2Type()
+        union = (_UNION2_NAMES if second else _UNION_NAMES).get(code)
         if union is None:
-            raise ModelError(f"{self.source}: op #{i} {op_type.name}: builtin_options_type {code} is not an "
-                             f"options table of the schema")
+            raise ModelError(f"{self.source}: op #{i} {op_type.name}: builtin_options{'_2' if second else ''}_type "
+                             f"{code} is not an options table of the schema")
         cls = TABLES.get(union) or (FOR_OP.get(op_type.name) if union == "NONE" else None)
-        table = o.BuiltinOptions()
+        table = o.BuiltinOptions2() if second else o.BuiltinOptions()
         if table is None or union == "NONE":
             return cls() if cls else None
         fb = getattr(importlib.import_module(f"tflite.{union}"), union)()
@@ -238,11 +272,16 @@ class _Reader:
 def _field(fb, name: str, default):
     if isinstance(default, tuple):
         getter = getattr(fb, _camel(name) + "AsNumpy", None)
-        return tuple(int(v) for v in _numpy(getter())) if getter else default
+        if getter is None:
+            return default
+        values = _numpy(getter())  # int vectors, or float ones (BucketizeOptions.boundaries)
+        return tuple(float(v) if values.dtype.kind == "f" else int(v) for v in values)
     getter = getattr(fb, _camel(name), None)
     if getter is None:
         return default
     value = getter()
+    if isinstance(default, str):  # a string field (VarHandleOptions' names): bytes, or None when absent
+        return (value or b"").decode("utf-8", "replace")
     if isinstance(default, enum.Enum):
         return type(default)(value)
     return type(default)(value)

@@ -1,4 +1,4 @@
-"""Write a Graph as a .tflite flatbuffer that LiteRT loads (subgraph 0, signatures, quantization)."""
+"""Write a Graph as a .tflite flatbuffer that LiteRT loads (every subgraph, signatures, quantization)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from runtime.graph import Graph, Tensor
 from runtime.options import GenericOptions
 from runtime.tflite_io import _camel
 from tflite.BuiltinOptions import BuiltinOptions as _UNION
+from tflite.BuiltinOptions2 import BuiltinOptions2 as _UNION2
 
 _SCHEMA_VERSION = 3
 _DEPRECATED_CODE_LIMIT = 127  # codes above this go only in the extended builtin_code field
@@ -36,7 +37,9 @@ def save(graph: Graph, path: str | os.PathLike) -> None:
 class _Writer:
     def __init__(self, graph: Graph):
         self.g = graph
-        self.b = flatbuffers.Builder(1024 + sum(t.data.nbytes for t in graph.tensors if t.is_constant))
+        self.b = flatbuffers.Builder(1024 + sum(t.data.nbytes for g in (graph, *graph.subgraphs)
+                                                for t in g.tensors if t.is_constant))
+        self.buffers: list[int] = []
         self.opcodes: dict[tuple, int] = {}
 
     def _vector(self, start, values, add) -> int:
@@ -47,6 +50,12 @@ class _Writer:
 
     def _ints(self, start, values) -> int:
         return self._vector(start, [int(v) for v in values], self.b.PrependInt32)
+
+    def _numbers(self, start, values) -> int:
+        """An options vector: float32 where it holds floats (BucketizeOptions.boundaries), else int32."""
+        if any(isinstance(v, float) for v in values):
+            return self._vector(start, [float(v) for v in values], self.b.PrependFloat32)
+        return self._ints(start, values)
 
     def _offsets(self, start, offsets) -> int:
         return self._vector(start, offsets, self.b.PrependUOffsetTRelative)
@@ -60,27 +69,14 @@ class _Writer:
 
     def finish(self) -> bytes:
         b, g = self.b, self.g
-        buffers, tensors = self._tensors()
-        ops = [self._op(op) for op in g.ops]
+        self.buffers = [self._buffer(None)]  # buffer 0 is the empty sentinel; every subgraph shares the list
+        subgraphs = [self._subgraph(s) for s in (g, *g.subgraphs)]
         codes = [self._opcode(key) for key in sorted(self.opcodes, key=self.opcodes.get)]
-        name = b.CreateString(g.name)
-        S = _schema("SubGraph")
-        t_vec = self._offsets(S.SubGraphStartTensorsVector, tensors)
-        i_vec = self._ints(S.SubGraphStartInputsVector, g.inputs)
-        o_vec = self._ints(S.SubGraphStartOutputsVector, g.outputs)
-        op_vec = self._offsets(S.SubGraphStartOperatorsVector, ops)
-        S.SubGraphStart(b)
-        S.SubGraphAddTensors(b, t_vec)
-        S.SubGraphAddInputs(b, i_vec)
-        S.SubGraphAddOutputs(b, o_vec)
-        S.SubGraphAddOperators(b, op_vec)
-        S.SubGraphAddName(b, name)
-        subgraph = S.SubGraphEnd(b)
         sigs = [self._signature(s) for s in g.signatures]
         M = _schema("Model")
-        sg_vec = self._offsets(M.ModelStartSubgraphsVector, [subgraph])
+        sg_vec = self._offsets(M.ModelStartSubgraphsVector, subgraphs)
         oc_vec = self._offsets(M.ModelStartOperatorCodesVector, codes)
-        buf_vec = self._offsets(M.ModelStartBuffersVector, buffers)
+        buf_vec = self._offsets(M.ModelStartBuffersVector, self.buffers)
         sig_vec = self._offsets(M.ModelStartSignatureDefsVector, sigs)
         desc = b.CreateString("delegate-testbed")
         M.ModelStart(b)
@@ -93,6 +89,24 @@ class _Writer:
         b.Finish(M.ModelEnd(b), file_identifier=b"TFL3")
         return bytes(b.Output())
 
+    def _subgraph(self, g: Graph) -> int:
+        """One SubGraph table: the main graph, or a body of a control-flow op."""
+        b, S = self.b, _schema("SubGraph")
+        tensors = self._tensors(g)
+        ops = [self._op(op) for op in g.ops]
+        name = b.CreateString(g.name)
+        t_vec = self._offsets(S.SubGraphStartTensorsVector, tensors)
+        i_vec = self._ints(S.SubGraphStartInputsVector, g.inputs)
+        o_vec = self._ints(S.SubGraphStartOutputsVector, g.outputs)
+        op_vec = self._offsets(S.SubGraphStartOperatorsVector, ops)
+        S.SubGraphStart(b)
+        S.SubGraphAddTensors(b, t_vec)
+        S.SubGraphAddInputs(b, i_vec)
+        S.SubGraphAddOutputs(b, o_vec)
+        S.SubGraphAddOperators(b, op_vec)
+        S.SubGraphAddName(b, name)
+        return S.SubGraphEnd(b)
+
     def _buffer(self, data: np.ndarray | None) -> int:
         B = _schema("Buffer")
         vec = self._data(data) if data is not None else None
@@ -101,16 +115,15 @@ class _Writer:
             B.BufferAddData(self.b, vec)
         return B.BufferEnd(self.b)
 
-    def _tensors(self) -> tuple[list[int], list[int]]:
-        buffers = [self._buffer(None)]  # buffer 0 is the empty sentinel
+    def _tensors(self, g: Graph) -> list[int]:
         tensors = []
-        for t in self.g.tensors:
+        for t in g.tensors:
             index = 0
             if t.is_constant:
-                buffers.append(self._buffer(t.data))
-                index = len(buffers) - 1
+                self.buffers.append(self._buffer(t.data))
+                index = len(self.buffers) - 1
             tensors.append(self._tensor(t, index))
-        return buffers, tensors
+        return tensors
 
     def _tensor(self, t: Tensor, buffer: int) -> int:
         b, T = self.b, _schema("Tensor")
@@ -159,13 +172,19 @@ class _Writer:
         union, table = self._options(op.options)
         ins = self._ints(O.OperatorStartInputsVector, op.inputs)
         outs = self._ints(O.OperatorStartOutputsVector, op.outputs)
+        custom = b.CreateByteVector(bytes(op.custom_options)) if op.custom_options else None
         O.OperatorStart(b)
         O.OperatorAddOpcodeIndex(b, idx)
         O.OperatorAddInputs(b, ins)
         O.OperatorAddOutputs(b, outs)
-        if table is not None:
+        if table is not None and union < 0:  # a table of the second union (StableHLO-era ops)
+            O.OperatorAddBuiltinOptions2Type(b, -union)
+            O.OperatorAddBuiltinOptions2(b, table)
+        elif table is not None:
             O.OperatorAddBuiltinOptionsType(b, union)
             O.OperatorAddBuiltinOptions(b, table)
+        if custom is not None:
+            O.OperatorAddCustomOptions(b, custom)
         return O.OperatorEnd(b)
 
     def _options(self, options) -> tuple[int, int | None]:
@@ -174,14 +193,22 @@ class _Writer:
         name = type(options).__name__
         mod = _schema(name)
         values = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
-        vectors = {k: self._ints(getattr(mod, f"{name}Start{_camel(k)}Vector"), v)
+        wide = {f.name for f in dataclasses.fields(options) if f.metadata.get("int64")}
+        vectors = {k: self._vector(getattr(mod, f"{name}Start{_camel(k)}Vector"), [int(x) for x in v],
+                                   self.b.PrependInt64) if k in wide
+                   else self._numbers(getattr(mod, f"{name}Start{_camel(k)}Vector"), v)
                    for k, v in values.items() if isinstance(v, tuple)}
+        # Strings (VarHandleOptions' names) are built before the table, as vectors are.
+        vectors.update({k: self.b.CreateString(v) for k, v in values.items() if isinstance(v, str) and v})
+        values = {k: v for k, v in values.items() if not (isinstance(v, str) and not v)}  # "" stays absent
         getattr(mod, f"{name}Start")(self.b)
         for k, v in values.items():
             adder = getattr(mod, f"{name}Add{_camel(k)}", None)
             if adder is not None:
                 adder(self.b, vectors[k] if k in vectors else _scalar(v))
-        return getattr(_UNION, name), getattr(mod, f"{name}End")(self.b)
+        # A table of the second union is returned with its code negated.
+        union = getattr(_UNION, name) if hasattr(_UNION, name) else -getattr(_UNION2, name)
+        return union, getattr(mod, f"{name}End")(self.b)
 
     def _signature(self, sig) -> int:
         b, D, M = self.b, _schema("SignatureDef"), _schema("TensorMap")

@@ -10,12 +10,35 @@ from runtime.opcheck import checked
 
 
 def validate_graph(graph) -> None:
-    n = len(graph.tensors)
-    _check_indices(graph, n)
+    _check_structure(graph)
+    _check_subgraphs(graph)
+    checked(graph)  # every op a kernel runs: inputs, options, quantization, output shapes
+
+
+def _check_structure(graph) -> None:
+    _check_indices(graph, len(graph.tensors))
     _check_tensors(graph)
     _check_constants(graph)
     _check_dataflow(graph)
-    checked(graph)  # every op a kernel runs: inputs, options, quantization, output shapes
+
+
+def _check_subgraphs(graph) -> None:
+    """The model's other subgraphs: the calls between them (indices in range, no recursion), each
+    one as sound as the main graph, then the ops of those the main graph may run (they may look
+    into the subgraphs they call; other signatures' subgraphs are prepared only when they run)."""
+    from runtime.opcheck_control import check_calls, reachable
+
+    check_calls(graph)
+    runs = set(reachable(graph))
+    for step, which in ((_check_structure, range(1, len(graph.subgraphs) + 1)),
+                        (lambda sub: checked(sub, model=graph), sorted(runs - {0}))):
+        for k in which:
+            try:
+                if graph.subgraph(k).subgraphs:
+                    raise ModelError("holds subgraphs of its own; only the main graph may")
+                step(graph.subgraph(k))
+            except ModelError as exc:
+                raise ModelError(f"{graph.describe_subgraph(k)}: {exc}") from None
 
 
 # TFLite's kernels handle up to 6 dimensions; NumPy stops at 64. Beyond this a shape is damage.

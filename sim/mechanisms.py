@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 __all__ = ["Mechanisms", "ruy_threads", "depthwise_threads", "row_split", "threads_used",
            "gemm_shape_efficiency", "lane_efficiency", "cache_bandwidth", "gpu_occupancy",
-           "fork_join_seconds", "RUY_LOG2_MACS_PER_THREAD", "DEPTHWISE_MULS_PER_THREAD"]
+           "fork_join_seconds", "reduction_items", "RUY_LOG2_MACS_PER_THREAD", "DEPTHWISE_MULS_PER_THREAD",
+           "GPU_REDUCE_GROUP"]
 
 # ruy (TFLite's GEMM library since TF 2.3, ruy/ctx.cc `GetThreadCount`): the thread count grows by
 # one power of two per 2**15 multiply-adds of the GEMM with each dimension rounded up to a power
@@ -119,6 +120,18 @@ def gpu_occupancy(items: int, full: float) -> float:
     if full <= 0 or items <= 0:
         return 1.0
     return min(1.0, items / full)
+
+
+# TFLite's GPU delegate runs a reduction (MEAN, SUM, ... and a global average pooling, which its
+# graph transforms turn into MEAN: global_pooling_to_reduce_op.cc) with a work group of up to 256
+# threads sharing each output (tasks/reduce.cc), not one thread per output.
+GPU_REDUCE_GROUP = 256
+
+
+def reduction_items(outputs: int, reduced: int, group: int = GPU_REDUCE_GROUP) -> int:
+    """GPU work items of a reduction: a work group per output, a thread per reduced element up to
+    the group's size (a 64x64x16 -> 1x1x16 mean keeps 4 x 256 threads busy, not 4)."""
+    return max(0, outputs) * max(1, min(group, reduced))
 
 
 def fork_join_seconds(threads: float, join_s: float) -> float:

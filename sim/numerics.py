@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import replace
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -13,7 +13,7 @@ from runtime.optypes import OpType
 from sim.cost import Precision
 
 __all__ = ["NumericMode", "float_view", "is_quantized", "to_mode", "from_mode", "round_fp16",
-           "fake_quant", "op_precision", "is_conversion", "settle"]
+           "fake_quant", "op_precision", "is_conversion", "settle", "is_index_op", "op_precision_on"]
 
 
 class NumericMode(enum.Enum):
@@ -161,6 +161,35 @@ def op_precision(op: Op, graph: Graph, mode: NumericMode = NumericMode.REFERENCE
     if op.type is not OpType.DEQUANTIZE and any(t.dtype in _EIGHT_BIT for t in weights):
         return Precision.INT8  # dynamic range: activations quantized on the fly, integer GEMM
     return Precision.FLOAT32
+
+
+# Element types of shapes, indices and masks.
+_INDEX_TYPES = frozenset({DType.INT32, DType.INT64, DType.BOOL})
+# The path index work takes on a unit that lacks the mode's precision: integer first.
+_INDEX_PATHS = (Precision.INT8, Precision.FLOAT16, Precision.FLOAT32)
+
+
+def is_index_op(op: Op, graph: Graph) -> bool:
+    """Shape, index or mask work: every output is int32, int64 or bool, and so is every run-time
+    input (SHAPE reads only its input's dimensions, so its input may hold anything). The
+    SHAPE -> STRIDED_SLICE -> PACK chain a Keras layer emits to read its batch size is such work."""
+    outs = [graph.tensors[t] for t in op.outputs if t >= 0]
+    live = [graph.tensors[t] for t in op.inputs if t >= 0 and not graph.tensors[t].is_constant]
+    return (bool(outs) and all(t.dtype in _INDEX_TYPES for t in outs)
+            and (op.type is OpType.SHAPE or all(t.dtype in _INDEX_TYPES for t in live)))
+
+
+def op_precision_on(op: Op, graph: Graph, mode: NumericMode, runs: Callable[[Precision], bool]) -> Precision:
+    """op_precision on a unit that runs only the precisions `runs` accepts.
+
+    Index work moves a few int32 values or does integer bookkeeping; it needs no float rate. It
+    keeps the mode's precision where the unit has it (so the CPU and GPU charge it as they always
+    did), and elsewhere takes the unit's integer path (a DSP that only has int8 rates). Value ops
+    get op_precision unchanged: a unit without it is a placement error the caller reports."""
+    precision = op_precision(op, graph, mode)
+    if runs(precision) or not is_index_op(op, graph):
+        return precision
+    return next((p for p in _INDEX_PATHS if runs(p)), precision)
 
 
 def convert_inputs(values: Mapping[int, np.ndarray], graph: Graph, mode: NumericMode) -> dict[int, np.ndarray]:

@@ -7,6 +7,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from runtime.graph import DType, Graph, Op
 from runtime.optypes import OpType
+from sim import mechanisms as mx
 from sim.cost import OpClass, Precision, Work, padded_channels
 
 __all__ = ["CLASSES", "DEFAULT_CLASS", "PRECISION_BYTES", "ELEM_OPS_PER_OUTPUT", "EXP_OPS",
@@ -41,6 +42,31 @@ CLASSES: Mapping[OpType, OpClass] = {
     OpType.STRIDED_SLICE: _D, OpType.SLICE: _D, OpType.SPLIT: _D, OpType.SPLIT_V: _D,
     OpType.PACK: _D, OpType.UNPACK: _D, OpType.SHAPE: _D, OpType.GATHER: _D,
     OpType.DEPTH_TO_SPACE: _D, OpType.SPACE_TO_DEPTH: _D, OpType.DENSIFY: _D,
+    # comparisons, logic, selection and cheap elementwise maths (a compare, a pick, a shift per output)
+    **{t: _E for t in (OpType.LESS, OpType.LESS_EQUAL, OpType.GREATER, OpType.GREATER_EQUAL, OpType.EQUAL,
+                       OpType.NOT_EQUAL, OpType.LOGICAL_AND, OpType.LOGICAL_OR, OpType.LOGICAL_NOT, OpType.SELECT,
+                       OpType.SELECT_V2, OpType.FLOOR, OpType.CEIL, OpType.ROUND, OpType.SQUARE, OpType.FLOOR_DIV,
+                       OpType.FLOOR_MOD, OpType.SIGN, OpType.ADD_N, OpType.ZEROS_LIKE, OpType.RELU_0_TO_1,
+                       OpType.FAKE_QUANT, OpType.BITWISE_XOR, OpType.RIGHT_SHIFT)},
+    **{t: _T for t in (OpType.SIN, OpType.COS, OpType.POW, OpType.ATAN2, OpType.GELU,
+                       OpType.LOCAL_RESPONSE_NORMALIZATION)},
+    **{t: _R for t in (OpType.ARG_MAX, OpType.ARG_MIN, OpType.CUMSUM, OpType.REDUCE_PROD, OpType.REDUCE_ANY,
+                       OpType.REDUCE_ALL, OpType.L2_NORMALIZATION)},
+    OpType.L2_POOL_2D: _P,
+    # index, gather/scatter and batch<->space ops move elements; segment sums add them up;
+    # top-k, unique and NMS compare them
+    **{t: _D for t in (OpType.BATCH_TO_SPACE_ND, OpType.SPACE_TO_BATCH_ND, OpType.TILE, OpType.BROADCAST_TO,
+                       OpType.BROADCAST_ARGS, OpType.FILL, OpType.RANGE, OpType.RANK, OpType.ONE_HOT,
+                       OpType.GATHER_ND, OpType.SCATTER_ND, OpType.REVERSE_V2, OpType.REVERSE_SEQUENCE,
+                       OpType.MATRIX_DIAG, OpType.MATRIX_SET_DIAG, OpType.SPARSE_TO_DENSE, OpType.WHERE,
+                       OpType.DYNAMIC_UPDATE_SLICE, OpType.EMBEDDING_LOOKUP)},
+    **{t: _R for t in (OpType.SEGMENT_SUM, OpType.UNSORTED_SEGMENT_SUM, OpType.UNSORTED_SEGMENT_PROD,
+                       OpType.UNSORTED_SEGMENT_MAX, OpType.UNSORTED_SEGMENT_MIN, OpType.TOPK_V2, OpType.UNIQUE,
+                       OpType.BUCKETIZE, OpType.NON_MAX_SUPPRESSION_V4, OpType.NON_MAX_SUPPRESSION_V5)},
+    # control flow and variables copy values into and out of subgraphs and variables (memcpy in
+    # if.cc, while.cc, read_variable.cc); the ops their subgraphs run are charged as ops of their own
+    **{t: _D for t in (OpType.IF, OpType.WHILE, OpType.CALL_ONCE, OpType.VAR_HANDLE, OpType.READ_VARIABLE,
+                       OpType.ASSIGN_VARIABLE)},
 }
 
 # An op type the testbed has no kernel for can still be asked about (a support table, a
@@ -59,6 +85,11 @@ ELEM_OPS_PER_OUTPUT: Mapping[OpType, int] = {
     OpType.SQRT: EXP_OPS // 2, OpType.RSQRT: EXP_OPS // 2,
     OpType.SOFTMAX: EXP_OPS + 4, OpType.LOG_SOFTMAX: EXP_OPS + 4,  # max, subtract, exp, sum, scale
     OpType.RESIZE_BILINEAR: 4,                          # four taps weighted per output
+    OpType.SIN: EXP_OPS, OpType.COS: EXP_OPS, OpType.ATAN2: EXP_OPS + 2,
+    OpType.POW: 2 * EXP_OPS,                            # exp(b * log(a))
+    OpType.GELU: EXP_OPS + 5,                           # erfc or tanh, a cube, scale and offset
+    OpType.LOCAL_RESPONSE_NORMALIZATION: 2 * EXP_OPS + 4,  # a window of squares, then a power
+    OpType.FLOOR_DIV: 2, OpType.FLOOR_MOD: 3, OpType.FAKE_QUANT: 5,  # divide + floor; clamp, scale, round, back
 }
 
 # Per LSTM cell unit and step: three sigmoids and two tanh, plus the bias adds and state update.
@@ -74,8 +105,8 @@ _MATRIX_SLOTS: Mapping[OpType, frozenset[int]] = {
 _LSTM_CELL_STATE = 19
 
 # SHAPE reads only its input's metadata; a gather or slice reads only the elements it picks.
-_READS_NOTHING = frozenset({OpType.SHAPE})
-_READS_AS_OUTPUT = frozenset({OpType.GATHER, OpType.SLICE, OpType.STRIDED_SLICE})
+_READS_NOTHING = frozenset({OpType.SHAPE, OpType.RANK})
+_READS_AS_OUTPUT = frozenset({OpType.GATHER, OpType.SLICE, OpType.STRIDED_SLICE, OpType.GATHER_ND})
 
 
 def op_class(op_type: OpType) -> OpClass:
@@ -114,8 +145,7 @@ def describe(op: Op, graph: Graph, shapes: Sequence[Sequence[int]], precision: P
     `shapes[t]` is tensor t's shape at run time. Every present input is read once (constant
     weights too: they come from DRAM on every inference) and every output written once."""
     ins, outs = stored_shapes(op, graph, shapes, channel_align)
-    cls = op_class(op.type)
-    family = _FAMILIES.get(op.type) or _CLASS_FAMILIES.get(cls, _no_arithmetic)
+    cls, family = _kind(op)
     macs, elem_ops = family(op, ins, outs)
     dtypes = [graph.tensors[t].dtype if t >= 0 else None for t in op.inputs]
     read = sum(_stored_bytes(d, s, precision) for d, s in zip(dtypes, _read_shapes(op, ins, outs))
@@ -125,7 +155,7 @@ def describe(op: Op, graph: Graph, shapes: Sequence[Sequence[int]], precision: P
     return Work(op.name, cls, precision, macs=macs, elem_ops=elem_ops, bytes_read=read, bytes_written=written,
                 gemm=_gemm_shape(op, ins, outs), rows=_rows(out), channels=out[-1] if out else 0,
                 im2col_bytes=_im2col_bytes(op, ins, outs, precision), im2col_rows=_im2col_rows(op, ins, outs),
-                items=_elements(outs[0]) // max(1, channel_align) if outs else 0)
+                items=_items(op, ins, outs, cls, channel_align))
 
 
 def footprint(graph: Graph, op_indices: Iterable[int], shapes: Sequence[Sequence[int]],
@@ -169,6 +199,12 @@ def _read_shapes(op: Op, ins: list[Shape | None], outs: list[Shape]) -> list[Sha
         return [None] * len(ins)
     if op.type in _READS_AS_OUTPUT and ins and outs:
         return [outs[0]] + ins[1:]
+    if op.type in _SEQ_CLASSES:
+        return _seq_read_shapes(op, ins, outs) or ins
+    if op.type in _MISC_CLASSES:
+        return _misc_read_shapes(op, ins, outs) or ins
+    if op.type is OpType.EMBEDDING_LOOKUP and len(ins) > 1 and outs:  # the rows looked up, not the table
+        return [ins[0], outs[0]]
     return ins
 
 
@@ -266,6 +302,49 @@ def _no_arithmetic(op: Op, ins: list, outs: list) -> tuple[int, int]:
     return 0, 0
 
 
+def _is_global_average_pool(op: Op, ins: list, outs: list) -> bool:
+    """A window over the whole input and no padding (what the GPU delegate turns into a MEAN)."""
+    if op.type is not OpType.AVERAGE_POOL_2D or not ins or ins[0] is None or len(ins[0]) != 4:
+        return False
+    o = op.options
+    return (getattr(o, "filter_height", 0) == ins[0][1] and getattr(o, "filter_width", 0) == ins[0][2]
+            and tuple(outs[0][1:3]) == (1, 1))
+
+
+def _items(op: Op, ins: list, outs: list, cls: OpClass, channel_align: int) -> int:
+    """Parallel GPU work items: an output slice of channel_align channels each, and for reductions a
+    work group per output (sim/mechanisms.py reduction_items)."""
+    if not outs:
+        return 0
+    outputs = _elements(outs[0]) // max(1, channel_align)
+    if (cls is OpClass.REDUCE or _is_global_average_pool(op, ins, outs)) and ins and ins[0] is not None:
+        return mx.reduction_items(outputs, _elements(ins[0]) // max(1, _elements(outs[0])))
+    return outputs
+
+
+def _custom_transpose_conv(op: Op, ins: list, outs: list) -> tuple[int, int]:
+    """MediaPipe's Convolution2DTransposeBias: data in slot 0, OHWI weights in slot 1."""
+    cout, kh, kw, _ = ins[1]
+    return _elements(ins[0]) * kh * kw * cout, 0
+
+
+# Custom ops costed by what their kernels compute, by custom code; any other custom op moves its
+# bytes only (the time a user without its kernel gets, timing-only).
+CUSTOM_KINDS: Mapping[str, tuple[OpClass, Family]] = {
+    "Convolution2DTransposeBias": (OpClass.CONV, _custom_transpose_conv),
+    "MaxPoolingWithArgmax2D": (OpClass.POOL, _reduce),          # every input element compared once
+    "MaxUnpooling2D": (OpClass.DATA, _no_arithmetic),
+    "TFLite_Detection_PostProcess": (OpClass.REDUCE, _reduce),  # decoding and thresholding each box
+}
+
+
+def _kind(op: Op) -> tuple[OpClass, Family]:
+    if op.type is OpType.CUSTOM and op.custom_code in CUSTOM_KINDS:
+        return CUSTOM_KINDS[op.custom_code]
+    cls = op_class(op.type)
+    return cls, _FAMILIES.get(op.type) or _CLASS_FAMILIES.get(cls, _no_arithmetic)
+
+
 _FAMILIES: Mapping[OpType, Family] = {
     OpType.CONV_2D: _conv, OpType.DEPTHWISE_CONV_2D: _depthwise, OpType.TRANSPOSE_CONV: _transpose_conv,
     OpType.FULLY_CONNECTED: _fully_connected, OpType.BATCH_MATMUL: _batch_matmul,
@@ -275,3 +354,15 @@ _CLASS_FAMILIES: Mapping[OpClass, Family] = {
     OpClass.ELEMENTWISE: _per_output, OpClass.TRANSCENDENTAL: _per_output, OpClass.RESIZE: _per_output,
     OpClass.POOL: _pool, OpClass.REDUCE: _reduce, OpClass.DATA: _no_arithmetic,
 }
+
+# Recurrent ops, SVDF, 3-D convolutions, sparse embedding and StableHLO-era ops (sim/work_seq.py).
+from sim.work_seq import CLASSES as _SEQ_CLASSES, FAMILIES as _SEQ_FAMILIES, MATRIX_SLOTS as _SEQ_MATRICES  # noqa: E402
+from sim.work_seq import read_shapes as _seq_read_shapes  # noqa: E402
+CLASSES.update(_SEQ_CLASSES)
+_FAMILIES.update(_SEQ_FAMILIES)
+_MATRIX_SLOTS.update(_SEQ_MATRICES)
+# Complex numbers, BITCAST, random draws, StableHLO gather/scatter/reduce_window (sim/work_misc.py).
+from sim.work_misc import CLASSES as _MISC_CLASSES, FAMILIES as _MISC_FAMILIES  # noqa: E402
+from sim.work_misc import read_shapes as _misc_read_shapes  # noqa: E402
+CLASSES.update(_MISC_CLASSES)
+_FAMILIES.update(_MISC_FAMILIES)

@@ -62,13 +62,13 @@ def test_unknown_op_is_one_line(tmp_path):
     from runtime.tflite_write import save
 
     x, y = Tensor("x", (2, 3), DType.FLOAT32), Tensor("y", (2, 3), DType.FLOAT32)
-    path = tmp_path / "gelu.tflite"
-    save(Graph((x, y), (Op(OpType.GELU, (0,), (1,)),), (0,), (1,)), path)
+    path = tmp_path / "delegate_op.tflite"
+    save(Graph((x, y), (Op(OpType.DELEGATE, (0,), (1,)),), (0,), (1,)), path)
     proc = subprocess.run([sys.executable, "-m", "runtime.cli", "infer", "--graph", str(path)],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == (f"dtb infer: error: {path}: op #0 GELU (version 1, FLOAT32) is not supported "
-                                   f"by the testbed's reference kernels")
+    assert proc.stderr.strip() == (f"dtb infer: error: {path}: op #0 DELEGATE (version 1, FLOAT32) is not supported "
+                                   f"by the testbed's reference kernels (timing-only runs cost it from its shapes)")
 
 
 def test_infer_shows_quantized_outputs_as_real_values(tmp_path, capsys):
@@ -84,3 +84,55 @@ def test_infer_shows_quantized_outputs_as_real_values(tmp_path, capsys):
     assert main(["infer", "--graph", str(path)]) == 0
     out = capsys.readouterr().out
     assert "int8, dequantized" in out and "top-5: " in out
+
+
+# -- one set of model flags --------------------------------------------------------------------------
+
+MODEL_COMMANDS = ["infer", "inspect", "export", "benchmark", "inference-diff", "partition"]
+
+
+def _help(capsys, *argv: str) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--help"])
+    assert exc.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", MODEL_COMMANDS)
+def test_every_model_command_takes_the_same_model_flags(capsys, command):
+    import re
+
+    out = _help(capsys, command)
+    for flag in ("--graph", "--zoo", "--zoo_args", "--quantization"):
+        assert re.search(rf"(?<![\w-]){flag}(?![\w-])", out), f"{command} has no {flag}"
+
+
+def test_inspect_infer_and_export_take_zoo_flags(capsys, tmp_path):
+    assert main(["inspect", "--zoo", "mobilenet_v1", "--zoo_args", "alpha=0.25,resolution=64"]) == 0
+    assert "zoo:mobilenet_v1" in capsys.readouterr().out
+    assert main(["infer", "--zoo", "tiny_cnn", "--zoo_args", "resolution=16", "--quantization", "int8"]) == 0
+    assert "int8, dequantized" in capsys.readouterr().out
+    path = tmp_path / "q.tflite"
+    assert main(["export", "--zoo", "tiny_cnn", "--quantization", "float16", "-o", str(path)]) == 0
+    assert main(["inspect", "--graph", str(path)]) == 0
+    assert "DEQUANTIZE" in capsys.readouterr().out
+
+
+def test_old_model_spellings_are_aliases(capsys):
+    assert main(["inspect", "--model", "tiny_cnn", "--model-arg", "resolution=16", "--model-arg", "classes=3"]) == 0
+    assert main(["benchmark", "--model", "tiny_cnn", "--model-arg", "resolution=16", "--num_runs", "1"]) == 0
+    assert "zoo:tiny_cnn?resolution=16&quantization=none" in capsys.readouterr().out
+
+
+def test_inference_diff_takes_tflite_model_file_flag(capsys, tmp_path):
+    path = tmp_path / "m.tflite"
+    assert main(["export", "--zoo", "tiny_cnn", "--zoo_args", "resolution=16", "-o", str(path)]) == 0
+    assert main(["inference-diff", "--model_file", str(path), "--delegate", "gpu", "--num_runs", "2"]) == 0
+    assert "OutputDiff[0]: avg_error=" in capsys.readouterr().out
+
+
+def test_model_flag_mistakes_are_one_line(capsys):
+    assert main(["inspect"]) == 1
+    assert "give exactly one of --graph FILE.tflite or --zoo NAME" in capsys.readouterr().err
+    assert main(["export", "--zoo", "tiny_cnn", "--zoo_args", "resolution", "-o", "x.tflite"]) == 1
+    assert "--zoo_args: 'resolution' is not key=value" in capsys.readouterr().err

@@ -371,3 +371,73 @@ def test_a_broken_scenario_exits_1_with_one_line_and_writes_nothing(capsys, tmp_
     line = fails(capsys, "run", str(scenario), "-o", str(tmp_path / "out"))
     assert "broken.yaml" in line and words in line
     assert not (tmp_path / "out").exists()
+
+
+def test_report_reads_a_benchmark_output_json(capsys, tmp_path):
+    path = tmp_path / "bench.json"
+    run(capsys, "benchmark", "--zoo", "tiny_cnn", "--zoo_args", "resolution=16", "--use_gpu", "--num_runs", "2",
+        "--output_json", str(path))
+    out = run(capsys, "report", str(path))
+    assert out.startswith("# Delegate Testbed report: dtb benchmark\n") and "| gpu | pixel4 | gpu |" in out
+    assert "TfLiteGpuDelegateV2" in run(capsys, "report", str(path), "--format", "html")
+    assert run(capsys, "report", str(path), "--format", "csv").startswith("scenario,label")
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"traceEvents": [], "displayTimeUnit": "ms"}', "not a results file"),
+    ('{"scenario": "x.yaml", "files": {}}', "not a results file"),
+    ("[1, 2]", "not a results file"),
+    ('{"schema": 1, "scenario": "x", "records": [{"device": "pixel4"}]}', "record 0: missing key"),
+    ("scenario,label\n", "not JSON"),
+    ("[" * 100_000, "not JSON"),
+])
+def test_report_names_a_file_it_cannot_read(capsys, tmp_path, text, words):
+    path = tmp_path / "odd.json"
+    path.write_text(text)
+    line = fails(capsys, "report", str(path))
+    assert line.startswith(f"dtb report: error: {path}: ") and words in line
+
+
+# -- delegate flags in --help ------------------------------------------------------------------------
+
+
+def _help_sections(text: str) -> dict[str, str]:
+    """argparse's help as {group title: its lines}."""
+    sections, title = {}, ""
+    for line in text.splitlines():
+        if line and not line[0].isspace() and line.endswith(":"):
+            title = line[:-1]
+            sections[title] = ""
+        elif title:
+            sections[title] += line + "\n"
+    return sections
+
+
+@pytest.mark.parametrize("command", ["benchmark", "inference-diff", "partition"])
+def test_help_lists_delegate_flags_in_a_group_per_provider(capsys, command):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    sections = _help_sections(capsys.readouterr().out)
+    expected = {"GPU": ["--use_gpu", "--gpu_precision_loss_allowed", "--gpu_backend"],
+                "Hexagon": ["--use_hexagon", "--hexagon_profiling"],
+                "NNAPI": ["--use_nnapi", "--nnapi_accelerator_name", "--disable_nnapi_cpu"],
+                "Core ML": ["--use_coreml", "--coreml_version"],
+                "External delegate": ["--external_delegate_path", "--external_delegate_options"]}
+    for title, flags in expected.items():
+        assert title in sections, f"no '{title}' group in {sorted(sections)}"
+        for flag in flags:
+            assert re.search(rf"^\s+{flag}\b", sections[title], re.M), f"{flag} not under {title}"
+    from delegates.registry import flag_table
+
+    shown = "".join(sections.values())
+    for name, *_ in flag_table():
+        assert len(re.findall(rf"^\s+--{name}\b", shown, re.M)) == 1, name
+
+
+def test_delegate_flags_parse_as_before_with_the_help_groups(capsys):
+    out = run(capsys, "partition", "--zoo", "tiny_cnn", "--use_gpu", "false", "--use_nnapi",
+              "--nnapi_accelerator_name=qti-dsp", "--max_delegated_partitions", "1", "--device", "pixel4")
+    assert "delegates: TfLiteNnapiDelegate" in out
+    with pytest.raises(SystemExit) as exc:
+        main(["partition", "--zoo", "tiny_cnn", "--use_gpu", "maybe"])
+    assert exc.value.code == 2 and "unrecognized arguments: maybe" in capsys.readouterr().err

@@ -238,6 +238,102 @@ def test_a_delegate_that_cannot_make_kernels_fails_cases_and_the_invoke_lifecycl
     assert rows["lifecycle/prepare"].verdict is Verdict.PASS  # create_kernel fails first: CPU plan restored
 
 
+# -- the contract of the declared hooks -----------------------------------------------------------
+
+
+class _NoUnitArgument(FloatOpsDelegate):
+    def unit_scales(self):  # the runtime passes the unit
+        return None
+
+
+class _SpeedAsText(FloatOpsDelegate):
+    def init_seconds(self, spec, graph):
+        return "fast"
+
+
+class _DevicesAsList(FloatOpsDelegate):
+    def devices_for(self, partition):
+        return ["npu"]
+
+
+class _DynamicAsText(FloatOpsDelegate):
+    allows_dynamic_tensors = "yes"
+
+
+class _StepRaises(FloatOpsDelegate):
+    def step_seconds(self, spec):
+        raise RuntimeError("no driver")
+
+
+class _IntModeKernel(_FloatKernel):
+    mode = 3
+
+
+class _IntModeDelegate(FloatOpsDelegate):
+    def create_kernel(self, partition):
+        return _IntModeKernel(partition, self.pick)
+
+
+class _OwnNames(FloatOpsDelegate):
+    """Overrides with parameter names of its own and an optional extra: the runtime passes arguments
+    by position, so this keeps the contract."""
+
+    def init_seconds(self, unit_spec, model, extra=0.0):
+        return 0.1 + extra
+
+    def fused_nodes(self, part):
+        return frozenset()
+
+
+def make_devices_as_list() -> Delegate:
+    """Runs every case right, but its devices_for returns a list (only a calibration calls it)."""
+    return _DevicesAsList({OpType.ADD, OpType.MUL})
+
+
+@pytest.mark.parametrize("cls, hook, message", [
+    (_NoUnitArgument, "Delegate.unit_scales",
+     "_NoUnitArgument.unit_scales() cannot be called as the runtime calls it: unit_scales(unit) -> Scales"),
+    (_SpeedAsText, "Delegate.init_seconds",
+     "_SpeedAsText.init_seconds(spec, graph) returned str 'fast'; the contract (delegates.api) declares float"),
+    (_DevicesAsList, "Delegate.devices_for",
+     "_DevicesAsList.devices_for(partition) returned list ['npu']; the contract (delegates.api) declares "
+     "tuple[str, ...]"),
+    (_DynamicAsText, "Delegate.allows_dynamic_tensors",
+     "_DynamicAsText.allows_dynamic_tensors is str 'yes'; the contract (delegates.api) declares bool"),
+    (_StepRaises, "Delegate.step_seconds", "_StepRaises.step_seconds(spec) raised RuntimeError: no driver"),
+    (_IntModeDelegate, "DelegateKernel.mode",
+     "_IntModeKernel.mode is int 3; the contract (delegates.api) declares NumericMode | str | None"),
+])
+def test_a_broken_hook_is_a_failed_contract_case(cls, hook, message):
+    report = run_conformance(lambda: cls({OpType.ADD}), examples=1, ops=["ADD"])
+    rows = [c for c in report.cases if c.op == "contract"]
+    assert [(c.name, c.verdict, c.options, c.message) for c in rows] == [
+        (f"contract/{hook}", Verdict.FAIL, f"hook {hook}", message)]
+    assert not report.ok and message in report.to_text(width=200)
+
+
+def test_a_delegate_keeping_the_contract_adds_no_contract_case():
+    for make in (make_add_mul, lambda: _OwnNames({OpType.ADD})):
+        report = run_conformance(make, examples=1, ops=["ADD"])
+        assert report.ok and not [c for c in report.cases if c.op == "contract"], report.to_text()
+
+
+def test_the_lifecycle_wrapper_is_the_wrapped_delegate_but_for_the_failing_callback():
+    from delegates.contract import hooks
+    from delegates.conformance_lifecycle import FailAt, FaultyDelegate
+
+    inner = make_delegate("nnapi", load_profile("pixel4"))
+    wrapper = FaultyDelegate(inner, FailAt.PREPARE)
+    for hook in hooks(Delegate):
+        if hook.name not in ("is_node_supported", "create_kernel"):
+            assert getattr(wrapper, hook.name) == getattr(inner, hook.name), hook.name
+
+
+def test_the_contract_is_checked_without_a_claimed_op():
+    report = run_conformance(lambda: _DynamicAsText(()), examples=1, ops=["ADD"])
+    assert [c.name for c in report.failures] == ["contract/Delegate.allows_dynamic_tensors"]
+
+
 # -- command line and pytest plugin --------------------------------------------------------------
 
 
@@ -277,6 +373,13 @@ def test_plugin_fails_items_of_failing_cases(inner_pytest):
     result.assert_outcomes(passed=6, failed=2)
     result.stdout.fnmatch_lines(["FAILED delegate_conformance::ADD?float32-0?*",
                                  "FAILED delegate_conformance::ADD?float32-1?*"])
+
+
+def test_plugin_fails_the_contract_case_of_a_broken_hook(inner_pytest):
+    result = inner_pytest("--delegate-conformance=tests.test_conformance:make_devices_as_list",
+                          "--conformance-ops=ADD,MUL", "--conformance-examples=2")
+    result.assert_outcomes(passed=8, failed=1)
+    result.stdout.fnmatch_lines(["FAILED delegate_conformance::contract?Delegate.devices_for?*"])
 
 
 def test_plugin_is_inert_without_its_option(inner_pytest, pytester):

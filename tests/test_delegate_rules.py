@@ -182,6 +182,29 @@ def lstm(n_inputs: int) -> OneOp:
     return single_op(T.LSTM, inputs, live((1, 4), F, "y"))
 
 
+def hybrid_conv() -> OneOp:
+    """A dynamic-range CONV_2D: float input, int8 weights with a scale, float bias."""
+    weights = Tensor("w", (8, 3, 3, 3), I8, quant=_q(I8), data=np.ones((8, 3, 3, 3), np.int8))
+    return single_op(T.CONV_2D, [live(IMG), weights, const(np.zeros(8), F, "bias")],
+                     live((1, 4, 4, 8), F, "y"))
+
+
+def sequence_lstm(weights: DType = F) -> OneOp:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM of a [1, 2, 4] input: eight gate matrices, four biases, the
+    two state variables; int8 weights make it the hybrid one."""
+    gate = lambda k: Tensor(f"w{k}", (4, 4), weights, quant=_q(weights),  # noqa: E731
+                            data=np.ones((4, 4), weights.np))
+    inputs = [live((1, 2, 4), F, "x"), *[gate(k) for k in range(8)], *[None] * 3,
+              *[const(np.zeros(4), F, f"b{k}") for k in range(4)], None, None,
+              live((1, 4), F, "h"), live((1, 4), F, "c")]
+    tensors = [t for t in inputs if t is not None]
+    slots = iter(range(len(tensors)))
+    index = [-1 if t is None else next(slots) for t in inputs]
+    graph = Graph((*tensors, live((1, 2, 4), F, "y")),
+                  (Op(T.UNIDIRECTIONAL_SEQUENCE_LSTM, tuple(index), (len(tensors),)),), (0,), (len(tensors),))
+    return graph, graph.ops[0]
+
+
 def quantize(out_dtype=I8, scale=0.1) -> OneOp:
     out = Tensor("y", IMG, out_dtype, quant=QuantParams((scale,), (0,)))
     return unary(T.QUANTIZE, F, out=out)
@@ -205,6 +228,15 @@ class Case:
         return f"{self.delegate}-{self.rule}" + (f"-{self.tag}" if self.tag else "")
 
 
+def custom(code: str) -> OneOp:
+    """A float custom op on one image (MediaPipe's MaxPoolingWithArgmax2D when the GPU takes it)."""
+    import struct
+
+    tensors = (live(IMG, F, "x"), live(IMG, F, "v"), live(IMG, F, "i"))
+    op = Op(T.CUSTOM, (0,), (1, 2), custom_code=code, custom_options=struct.pack("<6i", 1, 1, 1, 1, 1, 0))
+    return Graph(tensors, (op,), (0,), (1, 2)), op
+
+
 def case(delegate, rule, accept, reject, *, ok_with=None, bad_with=None, tag="") -> Case:
     ok_with = ok_with or DEFAULT[delegate]
     return Case(delegate, rule, accept, reject, ok_with, bad_with or ok_with, tag)
@@ -212,6 +244,7 @@ def case(delegate, rule, accept, reject, *, ok_with=None, bad_with=None, tag="")
 
 A = Activation
 GPU = [
+    case("gpu", "gpu_custom_op", custom("MaxPoolingWithArgmax2D"), custom("VendorOnlyOp")),
     case("gpu", "max_version_1", with_operand(T.RESHAPE, [1, 48], out_shape=(1, 48)),
          with_operand(T.RESHAPE, [1, 48], out_shape=(1, 48), version=2)),
     case("gpu", "max_version_2", unary(T.SOFTMAX, version=2), unary(T.SOFTMAX, version=3)),
@@ -390,6 +423,8 @@ NNAPI = [
     case("nnapi", "int8_since_1_2", binary(T.ADD, I8), binary(T.ADD, I8), ok_with=at(29), bad_with=at(28)),
     case("nnapi", "device_supports_op", binary(T.ADD, I8), binary(T.ADD, I8),
          bad_with=lambda: nnapi(precisions={Precision.FLOAT32})),
+    case("nnapi", "hybrid_since_1_2", hybrid_conv(), hybrid_conv(), ok_with=at(29), bad_with=at(28)),
+    case("nnapi", "not_hybrid", sequence_lstm(), sequence_lstm(I8)),
 ]
 
 CASES = GPU + HEXAGON + COREML + NNAPI

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from delegates import coreml, gpu, hexagon, nnapi_rules
-from delegates.api import DelegateError
+from delegates.api import Delegate, DelegateError
 from delegates.coreml import CoreMlDelegate, CoreMlDevices, CoreMlOptions
 from delegates.gpu import GpuDelegate, GpuOptions, Priority
 from delegates.hexagon import HexagonDelegate, HexagonOptions
@@ -204,12 +204,14 @@ def test_hexagon_caps_partitions_at_16_with_a_warning():
 
 
 def test_framework_attributes():
-    expected = {GpuDelegate: ("TfLiteGpuDelegateV2", "gpu", True, False),
-                HexagonDelegate: ("TfLiteHexagonDelegate", "default", False, False),
-                CoreMlDelegate: ("TfLiteCoreMlDelegate", "coreml", True, False),
-                NnapiDelegate: ("TfLiteNnapiDelegate", "default", False, True)}
+    # the class whose log_lines the delegate uses: its own, or SimpleDelegate's line (Delegate's)
+    expected = {GpuDelegate: ("TfLiteGpuDelegateV2", GpuDelegate, True, False),
+                HexagonDelegate: ("TfLiteHexagonDelegate", Delegate, False, False),
+                CoreMlDelegate: ("TfLiteCoreMlDelegate", CoreMlDelegate, True, False),
+                NnapiDelegate: ("TfLiteNnapiDelegate", Delegate, False, True)}
     for delegate in _all_delegates():
-        assert (delegate.name, delegate.log_style, delegate.fp16_dequant_rule,
+        writer = next(c for c in type(delegate).__mro__ if "log_lines" in vars(c))
+        assert (delegate.name, writer, delegate.fp16_dequant_rule,
                 delegate.allows_dynamic_tensors) == expected[type(delegate)]
 
 

@@ -7,6 +7,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from delegates.api import Delegate, DelegateKernel, DelegateOptions, Support
+from delegates.coreml import CoreMlDelegate
+from delegates.gpu import GpuDelegate
 from runtime.delegation import (RESTORED, CpuStep, DelegateStep, apply_delegates, dynamic_tensors)
 from runtime.errors import DelegateError
 from runtime.graph import DType, Graph, Op, Tensor
@@ -138,18 +140,26 @@ def chain() -> Graph:
 
 
 CONV_RELU = {OpType.CONV_2D, OpType.RELU}
+GPU_LOG = GpuDelegate().log_lines  # the GPU delegate's own log lines, on a dummy delegate
 
 
-@pytest.mark.parametrize("style, lines", [
-    ("", ["Dummy delegate: 2 nodes delegated out of 5 nodes with 2 partitions."]),
-    ("hexagon", ["Hexagon delegate: 2 nodes delegated out of 5 nodes with 1 partitions."]),
-    ("coreml", ["CoreML delegate: 2 nodes delegated out of 5 nodes, with 2 partitions."]),
-    ("gpu", ["Following operations are not supported by GPU delegate:",
-             "LOGISTIC: LOGISTIC is not in the dummy's set",
-             "2 operations will run on the GPU, and the remaining 3 operations will run on the CPU."]),
-])
-def test_log_lines(style, lines):
-    d = apply_delegates(chain(), [Dummy(CONV_RELU, options=DelegateOptions(1), log_style=style)])
+def hexagon_before_2_4(summary):
+    """The Hexagon delegate's line before it became a SimpleDelegate: it counts the chosen partitions."""
+    return [f"Hexagon delegate: {summary.delegated} nodes delegated out of {summary.total} nodes with "
+            f"{summary.chosen} partitions."]
+
+
+@pytest.mark.parametrize("writer, lines", [
+    (None, ["Dummy delegate: 2 nodes delegated out of 5 nodes with 2 partitions."]),
+    (hexagon_before_2_4, ["Hexagon delegate: 2 nodes delegated out of 5 nodes with 1 partitions."]),
+    (CoreMlDelegate().log_lines, ["CoreML delegate: 2 nodes delegated out of 5 nodes, with 2 partitions."]),
+    (GPU_LOG, ["Following operations are not supported by GPU delegate:",
+               "LOGISTIC: LOGISTIC is not in the dummy's set",
+               "2 operations will run on the GPU, and the remaining 3 operations will run on the CPU."]),
+], ids=["default", "hexagon", "coreml", "gpu"])
+def test_log_lines(writer, lines):
+    hooks = {"log_lines": writer} if writer else {}
+    d = apply_delegates(chain(), [Dummy(CONV_RELU, options=DelegateOptions(1), **hooks)])
     replacing = "Replacing 2 out of 5 node(s) with delegate (Dummy) node, yielding 2 partitions for the whole graph."
     assert d.log == (*lines, replacing)
     assert [type(s).__name__ for s in d.plan] == ["DelegateStep", "CpuStep", "CpuStep", "CpuStep"]
@@ -160,7 +170,7 @@ def test_log_lines(style, lines):
 
 
 def test_gpu_log_when_nothing_is_delegated():
-    d = apply_delegates(chain(), [Dummy({OpType.ADD}, log_style="gpu")])
+    d = apply_delegates(chain(), [Dummy({OpType.ADD}, log_lines=GPU_LOG)])
     assert d.log[-1] == "No operations will run on the GPU, and all 5 operations will run on the CPU."
     assert d.plan == tuple(CpuStep(i) for i in range(5))  # and no "Replacing" line
 
@@ -317,7 +327,7 @@ def test_fp16_dequantize_rule():
 
 
 def test_fp16_rule_gpu_log_and_single_partition():
-    delegate = Dummy(CONV_RELU, fp16_dequant_rule=True, log_style="gpu", options=DelegateOptions(1))
+    delegate = Dummy(CONV_RELU, fp16_dequant_rule=True, log_lines=GPU_LOG, options=DelegateOptions(1))
     d = apply_delegates(fp16_graph(), [delegate])
     assert d.log[:4] == ("Following operations are not supported by GPU delegate:", "DEQUANTIZE: ",
                          "LOGISTIC: LOGISTIC is not in the dummy's set",

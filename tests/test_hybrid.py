@@ -13,7 +13,8 @@ converter-made fixtures they differ by up to 1.4e-7 x range, except mobilenet_v1
 there the optimised float kernels upstream of a hybrid conv move one activation across a rounding
 boundary of the per-image input quantization, a whole quantization step. Ours: bit-exact with
 BUILTIN_REF on every generated model (asserted separately), within 1.5e-7 x range on the fixtures,
-whose float ops (BLAS convolutions, MEAN, SOFTMAX) are not bit-exact; the fixture LSTM's own
+whose float ops (MEAN, SOFTMAX) are not bit-exact (float CONV_2D and FULLY_CONNECTED sum in
+LiteRT's reference order there, see runtime/ops/ordered.py); the fixture LSTM's own
 output was bit-exact too.
 
 Why bit-exact is possible: LiteRT's x86 wheels quantize inputs with the NEON routines (through
@@ -359,6 +360,70 @@ def test_dynamic_fixtures_use_hybrid_kernels():
         g = Interpreter(model_path=path).graph
         used |= {op.type for op in g.ops if select_kernel(op, g) is HYBRID_KERNELS.get(op.type)}
     assert used & {OpType.FULLY_CONNECTED, OpType.CONV_2D, OpType.DEPTHWISE_CONV_2D}, used
+
+
+# -- float ops upstream of a hybrid op ------------------------------------------------------------
+# Every hybrid op quantizes its input per image (or row): one ulp of difference in a float op in
+# front of it can move an element across a rounding boundary, a whole quantization step, which the
+# following hybrid ops carry and amplify. So in a dynamic-range model the float sums must be
+# LiteRT's reference sums bit for bit, not merely within an ulp.
+
+def _float_then_hybrid(rng, op_type: OpType) -> Graph:
+    """A float CONV_2D (3x3 over 24 channels) or FULLY_CONNECTED (depth 96), small enough to stay
+    float under the converter's 1024-element rule, feeding a hybrid CONV_2D / FULLY_CONNECTED."""
+    if op_type is OpType.CONV_2D:
+        x, mid, out = (1, 12, 12, 24), (1, 12, 12, 4), (1, 12, 12, 40)
+        wf = Tensor("wf", (4, 3, 3, 24), DType.FLOAT32, data=(rng.standard_normal((4, 3, 3, 24)) * 0.3).astype(F32))
+        wq = qt("wq", (40, 3, 3, 4), DType.INT8, rng.uniform(1e-3, 1e-2, 40), 0, w8(rng, (40, 3, 3, 4)))
+        opts = Conv2DOptions(Padding.SAME, 1, 1, Activation.RELU6)
+        first = Op(op_type, (0, 1, 2), (3,), opts, version=1)
+        second = Op(op_type, (3, 4, 5), (6,), Conv2DOptions(Padding.SAME, 1, 1), version=5)
+    else:
+        x, mid, out = (4, 96), (4, 8), (4, 200)
+        wf = Tensor("wf", (8, 96), DType.FLOAT32, data=(rng.standard_normal((8, 96)) * 0.3).astype(F32))
+        wq = qt("wq", (200, 8), DType.INT8, 0.01, 0, w8(rng, (200, 8)))
+        first = Op(op_type, (0, 1, 2), (3,), FullyConnectedOptions(Activation.RELU6), version=1)
+        second = Op(op_type, (3, 4, 5), (6,), FullyConnectedOptions(asymmetric_quantize_inputs=True), version=9)
+    tensors = (Tensor("x", x, DType.FLOAT32), wf, Tensor("bf", mid[-1:], DType.FLOAT32, data=fvec(rng, mid[-1])),
+               Tensor("mid", mid, DType.FLOAT32), wq,
+               Tensor("bq", out[-1:], DType.FLOAT32, data=fvec(rng, out[-1])), Tensor("y", out, DType.FLOAT32))
+    return Graph(tensors, (first, second), (0,), (3, 6))  # the float sums are an output too
+
+
+@pytest.mark.parametrize("op_type", [OpType.CONV_2D, OpType.FULLY_CONNECTED], ids=["conv", "fully_connected"])
+def test_float_sums_feeding_a_hybrid_op_are_litert_reference_sums(tmp_path, op_type):
+    jobs = []
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        g = _float_then_hybrid(rng, op_type)
+        path = str(tmp_path / f"{op_type.name.lower()}_{seed}.tflite")
+        save(g, path)
+        jobs.append((path, {0: rng.standard_normal(g.tensors[0].shape).astype(F32)}))
+    for (path, feeds), want in zip(jobs, run_litert(jobs, resolvers=(REF,))):
+        assert not isinstance(want, str), want
+        ours = _ours(path, feeds, invokes=1)
+        for key in ("0:3", "0:6"):
+            np.testing.assert_array_equal(ours[key], want[key], err_msg=f"{os.path.basename(path)} {key}")
+
+
+def test_dynamic_range_mobilenet_v2_matches_litert_on_standard_normal_inputs(tmp_path):
+    """MobileNet v2 (0.5, 160) quantized as the converter does: its small convolutions stay float
+    and feed hybrid ones; on standard-normal inputs an ulp there used to flip an input rounding of
+    the next hybrid CONV_2D (0.008 off) and end 25% of the output range away."""
+    from runtime.zoo import build
+    from runtime.zoo.quantize import quantize
+
+    graph = quantize(build("mobilenet_v2", alpha=0.5, resolution=160), "dynamic_range")
+    path = str(tmp_path / "mobilenet_v2_dynamic.tflite")
+    save(graph, path)
+    x = graph.tensors[graph.inputs[0]]
+    jobs = [(path, {graph.inputs[0]: np.random.default_rng(seed).standard_normal(x.shape).astype(F32)})
+            for seed in range(3)]
+    for (_, feeds), want in zip(jobs, run_litert(jobs, resolvers=(REF,))):
+        assert not isinstance(want, str), want
+        keys = [k for k in want if k != "resolver"]
+        err = _gap(_ours(path, feeds, invokes=1), want, keys)
+        assert err <= FLOAT_REL_TOL, f"error {err:.3g} x range"
 
 
 # -- sparse weights -------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from runtime import zoo
 from runtime.graph import Signature
 from runtime.interpreter import Interpreter
 from runtime.tflite_write import dumps
+from tests.conftest import FIXTURES
 try:  # the oracle; the tests that need it skip without it
     from ai_edge_litert import interpreter as litert
 except ImportError:
@@ -42,6 +43,10 @@ def test_details_equal_litert(model):
     ours, ref = both(model)
     assert [_plain(d) for d in ours.get_input_details()] == [_plain(d) for d in ref.get_input_details()]
     assert [_plain(d) for d in ours.get_output_details()] == [_plain(d) for d in ref.get_output_details()]
+    # The tensor list holds the kernels' temporaries too: those of the reference kernels, which are
+    # the testbed's (LiteRT's default resolver hands nodes to XNNPACK, which adds none of them).
+    ref = litert.Interpreter(model_content=model, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
+    ref.allocate_tensors()
     assert [_plain(d) for d in ours.get_tensor_details()] == [_plain(d) for d in ref.get_tensor_details()]
     assert ours.get_signature_list() == ref.get_signature_list()
 
@@ -57,6 +62,43 @@ def test_set_tensor_errors_match_litert(model, value):
     with pytest.raises(ValueError) as got:
         ours.set_tensor(index, value)
     assert str(got.value) == str(want.value)
+
+
+@pytest.mark.skipif(litert is None, reason="LiteRT not installed")
+def test_set_tensor_before_allocate_is_litert_value_error(model):
+    ours, ref = Interpreter(model_content=model), litert.Interpreter(model_content=model)
+    index = ours.get_input_details()[0]["index"]
+    value = np.zeros((1, 32, 32, 3), np.float32)
+    with pytest.raises(ValueError) as want:
+        ref.set_tensor(index, value)
+    with pytest.raises(ValueError) as got:
+        ours.set_tensor(index, value)
+    assert str(got.value) == str(want.value)
+
+
+DYNAMIC = sorted((FIXTURES / "quant").glob("*_dynamic.tflite"))
+
+
+@pytest.mark.skipif(litert is None, reason="LiteRT not installed")
+@pytest.mark.parametrize("path", DYNAMIC, ids=[p.stem for p in DYNAMIC])
+def test_tensor_details_list_the_temporaries_the_reference_kernels_add(path):
+    # The testbed's kernels are LiteRT's reference ones, so its tensor list is BUILTIN_REF's:
+    # the model's tensors, and after allocation the temporaries kernels add in Init and Prepare
+    # (hybrid input quantization buffers, scaling factors, row sums, reduction scratch, ...).
+    ours = Interpreter(model_path=path)
+    ref = litert.Interpreter(model_path=str(path), experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
+    assert [_plain(d) for d in ours.get_tensor_details()] == [_plain(d) for d in ref.get_tensor_details()]
+    ours.allocate_tensors()
+    ref.allocate_tensors()
+    got, want = ours.get_tensor_details(), ref.get_tensor_details()
+    assert len(got) == len(want) > len(ours.graph.tensors)
+    assert [_plain(d) for d in got] == [_plain(d) for d in want]
+    for d in ref.get_input_details():  # a kernel types some slots only when it first runs (MEAN)
+        ours.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+        ref.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+    ours.invoke()
+    ref.invoke()
+    assert [_plain(d) for d in ours.get_tensor_details()] == [_plain(d) for d in ref.get_tensor_details()]
 
 
 def test_invoke_before_allocate_and_bad_index(model):

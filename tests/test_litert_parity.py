@@ -1,5 +1,5 @@
-"""Every fixture model (converter-made models, single-op models, a published model) gives the
-outputs LiteRT's reference kernels give, to within 1e-5 of each output's range, on two invokes
+"""Every fixture model (converter-made models, single-op models, published models) gives the
+outputs LiteRT's reference kernels give, to within 1e-5 of each output's range (or magnitude), on two invokes
 in a row (the second catches state carried in variable tensors, as LSTMs do). Where LiteRT's
 reference resolver has no kernel for an op (ELU), its optimised kernels are the oracle; the
 test that checks that choice lists those models."""
@@ -14,7 +14,11 @@ from runtime.interpreter import Interpreter
 from tests.conftest import FIXTURES
 from tests.litert_oracle import available, run_litert, seeded_inputs
 
-MODELS = sorted(p for sub in ("models", "ops", "published") for p in (FIXTURES / sub).glob("*.tflite"))
+# Models carrying a custom op LiteRT's own resolvers lack (MediaPipe's Convolution2DTransposeBias):
+# tests/test_published_models.py checks them against LiteRT on a builtin twin.
+CUSTOM_ELSEWHERE = {"selfie_segmentation", "selfie_segmentation_landscape"}
+MODELS = sorted(p for sub in ("models", "ops", "published") for p in (FIXTURES / sub).glob("*.tflite")
+                if p.stem not in CUSTOM_ELSEWHERE)
 INVOKES = 2
 REL_TOL = 1e-5
 
@@ -65,7 +69,8 @@ def test_matches_litert_reference(path, oracle):
             if got.dtype.kind != "f":
                 np.testing.assert_array_equal(got, ref)
                 continue
-            span = float(ref.max() - ref.min()) if ref.size else 0.0
+            # An output of one value (a face-presence score) has no range: its magnitude stands in.
+            span = max(float(ref.max() - ref.min()), float(np.abs(ref).max())) if ref.size else 0.0
             err = float(np.abs(got.astype(np.float64) - ref).max()) if ref.size else 0.0
             assert err <= REL_TOL * max(span, 1e-3), (
                 f"{path.name} output '{d['name']}' invoke {run}: max error {err:.3g} > {REL_TOL} x range {span:.3g}")

@@ -134,6 +134,29 @@ def test_occupancy_small_grids_leave_the_gpu_idle():
     assert rate(small) == pytest.approx(rate(big) * small.items / full)
 
 
+def _avg_pool(h, c, window):
+    from runtime.options import Pool2DOptions
+
+    out = h // window
+    tensors = [_act("x", (1, h, h, c)), _act("y", (1, out, out, c))]
+    op = Op(OpType.AVERAGE_POOL_2D, (0,), (1,), Pool2DOptions(padding=Padding.VALID, stride_w=window,
+                                                               stride_h=window, filter_width=window,
+                                                               filter_height=window))
+    return op, Graph(tuple(tensors), (op,), (0,), (1,))
+
+
+def test_a_global_average_pool_runs_as_a_reduction_with_a_work_group_per_output():
+    """A squeeze-excite pool (64x64x16 -> 1x1x16) keeps 4 x 256 GPU threads busy, not 4; a 2x2 pool
+    keeps its one item per output slice."""
+    squeeze, local = _work(_avg_pool(64, 16, 64), align=4), _work(_avg_pool(64, 16, 2), align=4)
+    assert squeeze.items == 4 * mx.GPU_REDUCE_GROUP
+    assert local.items == 32 * 32 * 4
+    full = 4096
+    slow = op_cost(dataclasses.replace(squeeze, items=4), _rates(1, occupancy_items=full)).compute_s
+    fast = op_cost(squeeze, _rates(1, occupancy_items=full)).compute_s
+    assert fast == pytest.approx(slow * 4 / (4 * mx.GPU_REDUCE_GROUP))
+
+
 def test_a_linked_add_and_relu_after_a_conv_cost_the_gpu_no_launch():
     from delegates.gpu import GpuDelegate, linked_nodes
     from runtime.interpreter import Interpreter

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pytest
 
 from delegates.api import DelegateError
 from delegates.nnapi import ExecutionPreference, NnapiDelegate, NnapiOptions
-from runtime.graph import DType
+from delegates.registry import make_delegate
+from runtime.graph import DType, Graph, QuantParams, Tensor
+from runtime.interpreter import Interpreter
 from runtime.optypes import OpType
+from runtime.tflite_io import load
 from sim.cost import Precision
 from sim.npu import NnapiDriver, feature_level_for_api, op_precision
+from sim.numerics import dequantize_array
+from sim.profile import load_profile
+from sim.trace import Kind
+from tests.conftest import FIXTURES
 from tests.delegate_kit import DEVICES, android, const, device, live, single_op, verdicts, zoo
 
 
@@ -163,3 +173,88 @@ def test_shipped_profiles_build_delegates():
     delegate = NnapiDelegate(NnapiOptions(disallow_nnapi_cpu=False), phone)
     assert delegate.unavailable is None and delegate.unit_name in {u.name for u in phone.units}
     assert any(verdicts(delegate, zoo("mobilenet_v1", "int8")))
+
+
+# -- hybrid (dynamic-range) ops: float activations, int8 weights -----------------------------------
+
+def _hybrid(op_type: OpType, w_shape, x_shape, y_shape, options=None):
+    rng = np.random.default_rng(0)
+    w = Tensor("w", w_shape, DType.INT8, QuantParams((0.02,), (0,)),
+               rng.integers(-127, 128, w_shape).astype(np.int8))
+    b = const(np.zeros(w_shape[0], np.float32), DType.FLOAT32, "b")
+    return single_op(op_type, [live(x_shape), w, b], live(y_shape, name="y"), options)
+
+
+HYBRID_OPS = {
+    "conv": lambda: _hybrid(OpType.CONV_2D, (8, 3, 3, 4), (1, 8, 8, 4), (1, 8, 8, 8)),
+    "fully_connected": lambda: _hybrid(OpType.FULLY_CONNECTED, (8, 64), (1, 64), (1, 8)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HYBRID_OPS))
+def test_hybrid_ops_are_refused_before_nnapi_1_2_and_taken_since(kind):
+    # nnapi_delegate.cc, Validate: "Hybrid operators not supported before NNAPI 1.2"; from API 29
+    # on, AddDequantizeOperatorsWhereNeeded dequantizes the weights into a float operation.
+    graph, op = HYBRID_OPS[kind]()
+    devices = (device("test-gpu", "gpu", 7, {"CONV_2D", "FULLY_CONNECTED"}, {Precision.FLOAT32}),)
+    refused = NnapiDelegate(NnapiOptions(), android(28, devices)).is_node_supported(op, graph)
+    assert not refused.ok and refused.reason == "Hybrid operators not supported before NNAPI 1.2"
+    assert NnapiDelegate(NnapiOptions(), android(29, devices)).is_node_supported(op, graph)
+
+
+def test_a_hybrid_lstm_is_never_delegated():
+    graph = load(FIXTURES / "quant" / "lstm_dynamic.tflite")
+    fixture = next(op for op in graph.ops if op.type is OpType.UNIDIRECTIONAL_SEQUENCE_LSTM)
+    # version 2: the hybrid LSTM with symmetric input quantization, inside NNAPI's version ceiling
+    op = dataclasses.replace(fixture, version=2,
+                             options=dataclasses.replace(fixture.options, asymmetric_quantize_inputs=False))
+    graph = dataclasses.replace(graph, ops=tuple(op if o is fixture else o for o in graph.ops))
+    answer = NnapiDelegate(NnapiOptions(disallow_nnapi_cpu=False), load_profile("pixel4")).is_node_supported(op, graph)
+    assert not answer.ok and answer.reason == "Hybrid version of this op is not supported by NN API."
+
+
+def _dequantized(graph: Graph) -> Graph:
+    """The model with its int8 weights replaced by float32 ones: what NNAPI is handed."""
+    tensors = tuple(dataclasses.replace(t, dtype=DType.FLOAT32, quant=None,
+                                        data=dequantize_array(t.data, t))
+                    if t.is_constant and t.dtype is DType.INT8 and t.quant is not None else t
+                    for t in graph.tensors)
+    return dataclasses.replace(graph, tensors=tensors, source="")
+
+
+@pytest.mark.parametrize("phone", ["pixel4", "generic"])
+def test_hybrid_convolutions_run_in_float_on_the_device_nnapi_picks(phone):
+    path = FIXTURES / "quant" / "resnet_style_dynamic.tflite"
+    graph = load(path)
+    hybrid = [i for i, op in enumerate(graph.ops) if op.type is OpType.CONV_2D
+              and graph.tensors[op.inputs[1]].dtype is DType.INT8]
+    assert hybrid
+    profile = load_profile(phone)
+    it = Interpreter(model_path=path, device=profile,
+                     experimental_delegates=[make_delegate("nnapi", profile, max_number_delegated_partitions=0)])
+    it.allocate_tensors()
+    x = np.random.default_rng(1).standard_normal(graph.tensors[graph.inputs[0]].shape).astype(np.float32)
+    it.set_tensor(graph.inputs[0], x)
+    it.invoke()
+    units = {u.name: u for u in profile.units}
+    ops = {dict(iv.args)["node"]: iv for iv in it.simulation.soc.trace.intervals
+           if iv.kind is Kind.OP and iv.inference == 0}
+    assert all(ops[i].lane != "cpu_big" for i in hybrid)
+    for i in hybrid:  # the weights were dequantized: float32 work, which the unit has a rate for
+        assert dict(ops[i].args)["precision"] == "float32"
+        assert units[ops[i].lane].macs_per_s.get(Precision.FLOAT32)
+    # and the math is the float model's on the dequantized weights, not the CPU's hybrid kernel
+    ref = Interpreter(graph=_dequantized(graph))
+    ref.allocate_tensors()
+    ref.set_tensor(graph.inputs[0], x)
+    ref.invoke()
+    np.testing.assert_array_equal(it.get_tensor(graph.outputs[0]), ref.get_tensor(graph.outputs[0]))
+
+
+@pytest.mark.parametrize("phone", ["pixel4", "generic"])
+def test_benchmark_runs_a_dynamic_range_model_on_nnapi(phone, capsys):
+    from runtime import cli
+
+    argv = ["benchmark", "--graph", str(FIXTURES / "quant" / "mobilenet_v1_dynamic.tflite"), "--device", phone,
+            "--use_nnapi", "--num_runs", "2"]
+    assert cli.main(argv) == 0, capsys.readouterr().err

@@ -142,3 +142,79 @@ def test_make_delegate_rejects_unknown_names_keys_and_values():
         make_delegate("gpu", None, colour="red")
     with pytest.raises(DelegateError, match="backend"):
         make_delegate("gpu", None, backend="vulkan")
+
+
+# -- factories from the current folder ----------------------------------------------------------------
+
+_CWD_DELEGATE = '''
+from delegates.api import Delegate, DelegateKernel, Support
+from runtime.optypes import OpType
+
+
+class AddKernel(DelegateKernel):
+    def prepare(self):
+        g = self.partition.graph
+        self.steps = [g.ops[i] for i in self.partition.nodes]
+        self.consts = {t: g.tensors[t].data for op in self.steps for t in op.inputs if g.tensors[t].is_constant}
+
+    def invoke(self, inputs):
+        v = {**self.consts, **inputs}
+        for op in self.steps:
+            a, b = (v[t] for t in op.inputs)
+            v[op.outputs[0]] = a + b
+        return {t: v[t] for t in self.partition.outputs}
+
+
+class AddDelegate(Delegate):
+    name = "CwdAddDelegate"
+    unit = "gpu"
+
+    def is_node_supported(self, op, graph):
+        if op.type is not OpType.ADD or op.options.fused_activation_function:
+            return Support(False, "plain ADD only")
+        if graph.tensors[op.inputs[0]].dtype.name != "FLOAT32":
+            return Support(False, "float32 only")
+        return Support(True)
+
+    def create_kernel(self, partition):
+        return AddKernel(partition)
+
+
+def make():
+    return AddDelegate()
+'''
+
+
+@pytest.fixture
+def cwd_package(tmp_path, monkeypatch):
+    """A package `cwdpkg` in a fresh current folder that is not on sys.path (as for the console script)."""
+    import os
+
+    pkg = tmp_path / "cwdpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mydelegate.py").write_text(_CWD_DELEGATE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", os.getcwd())])
+    yield tmp_path
+    for name in [m for m in sys.modules if m == "cwdpkg" or m.startswith("cwdpkg.")]:
+        del sys.modules[name]
+
+
+def test_external_factory_imports_a_package_in_the_current_folder(cwd_package):
+    assert load_external("cwdpkg.mydelegate:make").name == "CwdAddDelegate"
+    delegates, rest = parse_flags(["--external_delegate_path=cwdpkg.mydelegate:make"], None)
+    assert rest == [] and delegates[0].name == "CwdAddDelegate"
+
+
+def test_console_script_finds_the_readme_delegate_in_the_current_folder(cwd_package):
+    import subprocess
+    from pathlib import Path
+
+    dtb = Path(sys.executable).parent / "dtb"
+    if not dtb.exists():
+        pytest.skip("the dtb console script is not installed beside this Python")
+    proc = subprocess.run([str(dtb), "conformance", "cwdpkg.mydelegate:make", "--device", "pixel4", "--ops", "ADD",
+                           "--examples", "2"], capture_output=True, text=True, cwd=cwd_package, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "PASS: CwdAddDelegate on pixel4" in proc.stdout

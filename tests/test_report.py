@@ -306,3 +306,49 @@ def test_records_are_not_modified():
     for fmt in FORMATS:
         render(results, fmt, _trace())
     assert results == before
+
+
+# ---- plots with many cells --------------------------------------------------------------------------
+
+def _many_records(n):
+    rails = {"cpu_big": {"active_mj": 3.0, "total_mj": 3.5}, "gpu": {"active_mj": 1.0, "total_mj": 1.5}}
+    labels = [f"device=pixel{3 + k % 2} threads={1 + k % 4} delegates=gpu+nnapi(accelerator_name=qti-dsp) "
+              f"quantization={'int8' if k % 3 else 'none'} seed={k:02d}" for k in range(n)]
+    return [_record(label, [], 5.0 + k, 6.0 + k, 10.0 + k, rails, _ops(2, "cpu_big"), [])
+            for k, label in enumerate(labels)], labels
+
+
+def _overlaps(boxes):
+    return [(i, j) for i in range(len(boxes)) for j in range(i + 1, len(boxes))
+            if boxes[i].overlaps(boxes[j])]
+
+
+@pytest.mark.parametrize("cells", [3, 15, 50])
+def test_plot_cell_labels_are_all_shown_without_overlap(monkeypatch, cells):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from runtime import report_plots
+
+    figures = []
+    monkeypatch.setattr(report_plots, "_png", lambda fig: figures.append(fig) or PNG_MAGIC)
+    records, labels = _many_records(cells)
+    report_plots.plot_images(records, labels)
+    assert len(figures) == 2
+    for fig in figures:
+        renderer = FigureCanvasAgg(fig).get_renderer()
+        fig.draw(renderer)
+        page, labelled = fig.bbox, 0
+        for ax in fig.axes:
+            for axis in (ax.xaxis, ax.yaxis):
+                ticks = [t for t in axis.get_ticklabels() if t.get_visible() and t.get_text()]
+                texts = [t.get_text() for t in ticks]
+                if not any(label in text for text in texts for label in labels[:1]):
+                    continue  # the value axis
+                labelled += 1
+                assert all(any(label in text for text in texts) for label in labels)
+                assert all(t.get_fontsize() >= 7 for t in ticks)
+                boxes = [t.get_window_extent(renderer) for t in ticks]
+                assert _overlaps(boxes) == []
+                assert all(page.x0 <= b.x0 and b.x1 <= page.x1 and page.y0 <= b.y0 and b.y1 <= page.y1
+                           for b in boxes)
+        assert labelled >= 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -81,3 +82,19 @@ def test_a_bad_delegate_option_in_a_later_cell_fails_before_anything_runs(tmp_pa
     with pytest.raises(ScenarioError, match=r"late.yaml.*gpu.*warp"):
         run_file(bad, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_per_op_rows_are_times_per_inference_for_ops_and_partitions_alike(scenario, tmp_path):
+    """Every row of per_op is one plan node's time in one inference: a CPU op's, or all of a
+    delegate's partitions' ops together (its invoke call and copies are boundary, not a node)."""
+    for rec in run_file(scenario, tmp_path / "out")["records"]:
+        inferences = rec["streams"] * (rec["warmup"] + rec["runs"])
+        delegates = {d["name"] for d in rec["delegates"]}
+        placed = {where for where in rec["placement"].values()} - {"CPU"}
+        for row in rec["per_op"]:
+            assert row["count"] == inferences, row
+            assert row["node"] in delegates or re.fullmatch(r"[A-Z0-9_]+:\d+", row["node"]), row
+            # the same work every inference: the first run is one of the same sample
+            assert row["first_ms"] == pytest.approx(row["avg_ms"], rel=0.5), row
+        assert {row["node"] for row in rec["per_op"]} >= placed
+        assert sum(row["avg_ms"] for row in rec["per_op"]) <= rec["latency_ms"]["avg"] * (1 + 1e-9)

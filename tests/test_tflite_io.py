@@ -76,8 +76,8 @@ def test_missing_file(tmp_path):
 def test_unknown_op_is_named_with_index():
     x = Tensor("x", (2, 3), DType.FLOAT32)
     y = Tensor("y", (2, 3), DType.FLOAT32)
-    data = dumps(Graph((x, y), (Op(OpType.GELU, (0,), (1,)),), (0,), (1,)))
-    with pytest.raises(ModelError, match=r"op #0 GELU \(version 1, FLOAT32\) is not supported"):
+    data = dumps(Graph((x, y), (Op(OpType.DELEGATE, (0,), (1,)),), (0,), (1,)))
+    with pytest.raises(ModelError, match=r"op #0 DELEGATE \(version 1, FLOAT32\) is not supported"):
         Interpreter(model_content=data)
 
 

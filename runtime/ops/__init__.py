@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from runtime.ops import (conv, dense, densify, elementwise as ew, hybrid, lstm, pool, qconv, qdata,
                          qelementwise as qew, qpool, qsoftmax, reduce, resize, shape, softmax)
+from runtime import custom_ops
+from runtime.ops import detection, mediapipe
+from runtime.ops import batch_space, index, nms, segment
+from runtime.ops import argreduce, compare as cmp, mathops as mth, norm, qmath
 from runtime.ops.base import Kernel, Node
-from runtime.optypes import OpType
+from runtime.optypes import DATA_INPUT, OpType
 
-__all__ = ["KERNELS", "QUANT_KERNELS", "HYBRID_KERNELS", "Kernel", "Node", "select_kernel"]
+__all__ = ["KERNELS", "QUANT_KERNELS", "HYBRID_KERNELS", "Kernel", "Node", "select_kernel", "data_tensor"]
 
 KERNELS: dict[OpType, Kernel] = {
     OpType.ADD: ew.add,
@@ -17,6 +21,44 @@ KERNELS: dict[OpType, Kernel] = {
     OpType.MAXIMUM: ew.maximum,
     OpType.MINIMUM: ew.minimum,
     OpType.SQUARED_DIFFERENCE: ew.squared_difference,
+    OpType.LESS: cmp.less,
+    OpType.LESS_EQUAL: cmp.less_equal,
+    OpType.GREATER: cmp.greater,
+    OpType.GREATER_EQUAL: cmp.greater_equal,
+    OpType.EQUAL: cmp.equal,
+    OpType.NOT_EQUAL: cmp.not_equal,
+    OpType.LOGICAL_AND: cmp.logical_and,
+    OpType.LOGICAL_OR: cmp.logical_or,
+    OpType.LOGICAL_NOT: cmp.logical_not,
+    OpType.SELECT: cmp.select,
+    OpType.SELECT_V2: cmp.select_v2,
+    OpType.FLOOR: mth.floor,
+    OpType.CEIL: mth.ceil,
+    OpType.ROUND: mth.round_,
+    OpType.SIN: mth.sin,
+    OpType.COS: mth.cos,
+    OpType.SQUARE: mth.square,
+    OpType.POW: mth.pow_,
+    OpType.FLOOR_DIV: mth.floor_div,
+    OpType.FLOOR_MOD: mth.floor_mod,
+    OpType.SIGN: mth.sign,
+    OpType.ATAN2: mth.atan2,
+    OpType.ADD_N: mth.add_n,
+    OpType.ZEROS_LIKE: mth.zeros_like,
+    OpType.RELU_0_TO_1: mth.relu_0_to_1,
+    OpType.GELU: mth.gelu,
+    OpType.FAKE_QUANT: mth.fake_quant,
+    OpType.BITWISE_XOR: mth.bitwise_xor,
+    OpType.RIGHT_SHIFT: mth.right_shift,
+    OpType.ARG_MAX: argreduce.arg_max,
+    OpType.ARG_MIN: argreduce.arg_min,
+    OpType.CUMSUM: argreduce.cumsum,
+    OpType.REDUCE_PROD: argreduce.reduce_prod,
+    OpType.REDUCE_ANY: argreduce.reduce_any,
+    OpType.REDUCE_ALL: argreduce.reduce_all,
+    OpType.L2_NORMALIZATION: norm.l2_normalization,
+    OpType.LOCAL_RESPONSE_NORMALIZATION: norm.local_response_normalization,
+    OpType.L2_POOL_2D: norm.l2_pool_2d,
     OpType.CONV_2D: conv.conv_2d,
     OpType.DEPTHWISE_CONV_2D: conv.depthwise_conv_2d,
     OpType.TRANSPOSE_CONV: conv.transpose_conv,
@@ -79,7 +121,36 @@ DTYPE_AGNOSTIC = frozenset({
     OpType.DEPTH_TO_SPACE, OpType.SPACE_TO_DEPTH, OpType.PAD, OpType.PADV2, OpType.MIRROR_PAD,
     OpType.CAST, OpType.DEQUANTIZE, OpType.MAXIMUM, OpType.MINIMUM, OpType.RESIZE_NEAREST_NEIGHBOR,
     OpType.REDUCE_MAX, OpType.REDUCE_MIN,
+    # raw integer arithmetic or picks, whatever the quantization: 8-bit data as plain integers
+    OpType.ARG_MAX, OpType.ARG_MIN, OpType.SELECT, OpType.SELECT_V2, OpType.FLOOR_DIV, OpType.FLOOR_MOD,
+    OpType.BITWISE_XOR, OpType.RIGHT_SHIFT,
 })
+
+# Batch<->space, gather/scatter, shapes from values, segment reductions, top-k and NMS.
+_INDEX_KERNELS: dict[OpType, Kernel] = {
+    OpType.BATCH_TO_SPACE_ND: batch_space.batch_to_space_nd, OpType.SPACE_TO_BATCH_ND: batch_space.space_to_batch_nd,
+    OpType.TILE: index.tile, OpType.BROADCAST_TO: index.broadcast_to, OpType.BROADCAST_ARGS: index.broadcast_args,
+    OpType.FILL: index.fill, OpType.RANGE: index.range_, OpType.RANK: index.rank, OpType.ONE_HOT: index.one_hot,
+    OpType.GATHER_ND: index.gather_nd, OpType.SCATTER_ND: index.scatter_nd, OpType.REVERSE_V2: index.reverse_v2,
+    OpType.REVERSE_SEQUENCE: index.reverse_sequence, OpType.MATRIX_DIAG: index.matrix_diag,
+    OpType.MATRIX_SET_DIAG: index.matrix_set_diag, OpType.SPARSE_TO_DENSE: index.sparse_to_dense,
+    OpType.WHERE: index.where, OpType.UNIQUE: index.unique, OpType.TOPK_V2: index.topk_v2,
+    OpType.DYNAMIC_UPDATE_SLICE: index.dynamic_update_slice, OpType.EMBEDDING_LOOKUP: index.embedding_lookup,
+    OpType.BUCKETIZE: index.bucketize, OpType.SEGMENT_SUM: segment.segment_sum,
+    OpType.UNSORTED_SEGMENT_SUM: segment.unsorted_segment_sum,
+    OpType.UNSORTED_SEGMENT_PROD: segment.unsorted_segment_prod,
+    OpType.UNSORTED_SEGMENT_MAX: segment.unsorted_segment_max,
+    OpType.UNSORTED_SEGMENT_MIN: segment.unsorted_segment_min,
+    OpType.NON_MAX_SUPPRESSION_V4: nms.non_max_suppression_v4,
+    OpType.NON_MAX_SUPPRESSION_V5: nms.non_max_suppression_v5,
+}
+KERNELS.update(_INDEX_KERNELS)
+# All but the arithmetic ones (TFLite runs those on float32/int32 only) move, pick or compare
+# elements: 8-bit tensors keep their scale and zero point through them.
+DTYPE_AGNOSTIC = DTYPE_AGNOSTIC | (frozenset(_INDEX_KERNELS) - {
+    OpType.RANGE, OpType.BUCKETIZE, OpType.SEGMENT_SUM, OpType.UNSORTED_SEGMENT_SUM, OpType.UNSORTED_SEGMENT_PROD,
+    OpType.UNSORTED_SEGMENT_MAX, OpType.UNSORTED_SEGMENT_MIN, OpType.NON_MAX_SUPPRESSION_V4,
+    OpType.NON_MAX_SUPPRESSION_V5})
 
 # 8-bit (int8/uint8) kernels, where TFLite's integer arithmetic differs from the float kernel's.
 QUANT_KERNELS: dict[OpType, Kernel] = {
@@ -89,6 +160,17 @@ QUANT_KERNELS: dict[OpType, Kernel] = {
     OpType.FULLY_CONNECTED: qconv.fully_connected,
     OpType.BATCH_MATMUL: qconv.batch_matmul,
     OpType.SQUARED_DIFFERENCE: qew.squared_difference,
+    OpType.LESS: qmath.less,
+    OpType.LESS_EQUAL: qmath.less_equal,
+    OpType.GREATER: qmath.greater,
+    OpType.GREATER_EQUAL: qmath.greater_equal,
+    OpType.EQUAL: qmath.equal,
+    OpType.NOT_EQUAL: qmath.not_equal,
+    OpType.RELU_0_TO_1: qmath.relu_0_to_1,
+    OpType.GELU: qmath.gelu,
+    OpType.RSQRT: qmath.rsqrt,  # int8 only: the check refuses uint8, as TFLite does
+    OpType.L2_NORMALIZATION: qmath.l2_normalization,
+    OpType.REDUCE_PROD: qmath.reduce_prod,
     OpType.ADD: qew.add,
     OpType.SUB: qew.sub,
     OpType.MUL: qew.mul,
@@ -119,7 +201,34 @@ HYBRID_KERNELS: dict[OpType, Kernel] = {
     OpType.UNIDIRECTIONAL_SEQUENCE_LSTM: hybrid.unidirectional_sequence_lstm,
 }
 
+# Recurrent, SVDF, 3-D convolution, sparse embedding and StableHLO-era kernels (runtime/ops/seq_kernels.py).
+from runtime.ops import seq_kernels as _seq  # noqa: E402
+KERNELS.update(_seq.KERNELS); HYBRID_KERNELS.update(_seq.HYBRID_KERNELS); QUANT_KERNELS.update(_seq.QUANT_KERNELS)  # noqa: E702
+DTYPE_AGNOSTIC = DTYPE_AGNOSTIC | _seq.DTYPE_AGNOSTIC
+# Complex-number, bit-cast, random and StableHLO gather/scatter/window kernels (runtime/ops/misc_kernels.py).
+from runtime.ops import misc_kernels as _misc  # noqa: E402
+KERNELS.update(_misc.KERNELS); DTYPE_AGNOSTIC = DTYPE_AGNOSTIC | _misc.DTYPE_AGNOSTIC  # noqa: E702
+# Control flow and resource variables (runtime/ops/control.py).
+from runtime.ops import control as _control  # noqa: E402
+KERNELS.update(_control.KERNELS)
+
 _EIGHT_BIT = ("int8", "uint8")
+
+# The custom ops published models carry: TFLite's SSD post-processing and MediaPipe's ops.
+for _spec in (*detection.SPECS, *mediapipe.SPECS):
+    custom_ops.register(_spec, replace=True)
+
+
+def _with_params(spec: custom_ops.CustomOp) -> Kernel:
+    """A custom op's kernel, handed its decoded parameters as node.params (decoded once per node)."""
+    def run(node: Node, *inputs):
+        if "custom_params" not in node.cache:
+            node.cache["custom_params"] = custom_ops.params(spec, node.op.custom_options,
+                                                            node.graph.describe_op(node.index))
+        return spec.kernel(node, *inputs)
+    run.__name__ = spec.name
+    return run
+
 
 
 def select_kernel(op, graph) -> Kernel | None:
@@ -128,7 +237,12 @@ def select_kernel(op, graph) -> Kernel | None:
     Float data with 8-bit constant weights (in any slot: a CIFG LSTM has none in slot 1) is a
     dynamic-range op, which only a hybrid kernel may run: a float kernel would read the raw
     integers as values and answer wrongly without a word."""
-    first = next((graph.tensors[t] for t in op.inputs if t >= 0 and not graph.tensors[t].is_constant), None)
+    if op.type is OpType.CUSTOM:
+        spec = custom_ops.lookup(op.custom_code)
+        return _with_params(spec) if spec is not None else None
+    if op.type in _control.KERNELS:  # they hand values of any type on untouched, 8-bit or hybrid alike
+        return _control.KERNELS[op.type]
+    first = data_tensor(op, graph)
     if first is not None and first.dtype.np.name in _EIGHT_BIT and op.type is not OpType.DEQUANTIZE:
         if op.type in QUANT_KERNELS:
             return QUANT_KERNELS[op.type]
@@ -138,6 +252,16 @@ def select_kernel(op, graph) -> Kernel | None:
     if first is not None and first.dtype.np.kind == "f" and _has_8bit_weights(op, graph):
         return HYBRID_KERNELS.get(op.type)
     return KERNELS.get(op.type)
+
+
+def data_tensor(op, graph):
+    """The input whose element type picks the kernel: the op's data input where it has a fixed
+    slot (DATA_INPUT), else its first run-time input; None when every input is constant."""
+    if op.type in DATA_INPUT:
+        k = DATA_INPUT[op.type]
+        t = op.inputs[k] if k < len(op.inputs) else -1
+        return graph.tensors[t] if t >= 0 else None
+    return next((graph.tensors[t] for t in op.inputs if t >= 0 and not graph.tensors[t].is_constant), None)
 
 
 def _has_8bit_weights(op, graph) -> bool:

@@ -22,12 +22,20 @@ class Node:
     op: Op
     graph: Graph
     cache: dict[str, Any] = field(default_factory=dict)
+    # What the interpreter shares across the model's subgraphs (runtime/model_state.py): the
+    # control-flow and resource-variable kernels run subgraphs and keep variables through it.
+    model_state: Any = None
 
     @property
     def options(self) -> Any:
         """The op's options; its type's defaults where a graph built in code stores none."""
         o = self.op.options
         return o if o is not None else options_or_default(self.op.type.name, None)
+
+    @property
+    def params(self) -> Any:
+        """A custom op's parameters, as its registration decoded the op's bytes (None for builtins)."""
+        return self.cache.get("custom_params")
 
     def input(self, k: int) -> Tensor | None:
         t = self.op.inputs[k] if k < len(self.op.inputs) else -1

@@ -1,4 +1,4 @@
-"""Float convolutions: CONV_2D via im2col + BLAS, DEPTHWISE_CONV_2D via shifted multiply-adds, TRANSPOSE_CONV."""
+"""Float convolutions: CONV_2D via im2col + BLAS (or ordered.py), DEPTHWISE_CONV_2D via shifted multiply-adds, TRANSPOSE_CONV."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from runtime.ops.base import Node, activate, as_float32, pad_before, out_size
+from runtime.ops.ordered import in_dynamic_range_model, ordered_matmul
 from runtime.ops.parallel import row_split
 
 
@@ -87,8 +88,14 @@ def conv_sums(node: Node, x: np.ndarray, w: np.ndarray, matmul=np.matmul, pad_va
     return matmul(cols, w2, out=node.buffer("out", (cols.shape[0], cout))), (x.shape[0], oh, ow, cout)
 
 
+def _ordered(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    out[...] = ordered_matmul(a, b)
+    return out
+
+
 def conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
-    out, shape = conv_sums(node, x, w)
+    # Feeding a hybrid op's run-time quantization, an ulp matters: reference_ops::Conv's order then.
+    out, shape = conv_sums(node, x, w, _ordered if in_dynamic_range_model(node.graph) else np.matmul)
     if bias is not None:
         out += bias
     return activate(out.reshape(shape), node.options.fused_activation_function)

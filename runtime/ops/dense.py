@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.ops.base import Node, activate
+from runtime.ops.ordered import in_dynamic_range_model, ordered_matmul
 
 
 def fully_connected(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
@@ -13,7 +14,9 @@ def fully_connected(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray |
     if x.size % depth:
         raise node.fail(f"input of shape {list(x.shape)} does not split into rows of {depth}")
     wt = node.cached("wt", lambda: np.ascontiguousarray(w.T))
-    out = x.reshape(-1, depth) @ wt
+    rows = x.reshape(-1, depth)
+    # Feeding a hybrid op's run-time quantization, an ulp matters: reference_ops' order then.
+    out = ordered_matmul(rows, wt) if in_dynamic_range_model(node.graph) else rows @ wt
     if bias is not None:
         out += bias
     out = activate(out, o.fused_activation_function)

@@ -309,7 +309,11 @@ def _mean_stddev_normalize(v: np.ndarray) -> np.ndarray:
     return (diff * (F32(1) / np.sqrt((var + F32(1e-8)).astype(F32)))[:, None]).astype(F32)
 
 
-def unidirectional_sequence_lstm(node: Node, *ins: np.ndarray) -> np.ndarray:
+def unidirectional_sequence_lstm(node: Node, *ins: np.ndarray, aux: np.ndarray | None = None,
+                                  aux_weights: tuple | None = None) -> np.ndarray:
+    """`aux`, `aux_weights` (per gate: int8 weights and their scale, or None): the auxiliary input
+    BIDIRECTIONAL_SEQUENCE_LSTM adds to every gate (runtime/ops/lstm_variants.py); it is quantized
+    per step on its own, and its products come between the input's and the recurrent ones."""
     o = node.options
     if o.diagonal_recurrent_tensors:
         raise node.fail("hybrid LSTM with diagonal recurrent weights is not supported")
@@ -322,6 +326,11 @@ def unidirectional_sequence_lstm(node: Node, *ins: np.ndarray) -> np.ndarray:
     asym = o.asymmetric_quantize_inputs
     act = o.fused_activation_function
     seq = x if o.time_major else np.swapaxes(x, 0, 1)  # -> [time, batch, features]
+    aux_seq = None if aux is None else (aux if o.time_major else np.swapaxes(aux, 0, 1))
+    if aux_weights is not None:
+        prep = {**prep, **node.cached("lstm_aux_weights", lambda: {
+            ("a", g): (np.ascontiguousarray(pair[0].T, dtype=F32), pair[0].astype(np.int64).sum(axis=1), F32(pair[1]))
+            for g, pair in enumerate(aux_weights) if pair is not None})}
     h, c = h.astype(F32), c.astype(F32)
     n_batch, n_cell = c.shape
     # Gate scratch offsets in LiteRT's scratch buffer (input gate absent under CIFG): where Eigen's
@@ -346,14 +355,16 @@ def unidirectional_sequence_lstm(node: Node, *ins: np.ndarray) -> np.ndarray:
         # Both the input and the output state are quantized per batch row before the gates; an
         # all-zero one is skipped (its products would add exactly 0 anyway).
         qx = _quantize_rows(xt, asym) if xt.any() else None
+        at = None if aux_seq is None else np.ascontiguousarray(aux_seq[t], dtype=F32)
+        qa = _quantize_rows(at, asym) if at is not None and at.any() else None
         qh = _quantize_rows(h, asym) if h.any() else None
 
         def gate(g: int, peephole: int | None) -> np.ndarray:
             norm, bias = arg(NORM[g]), arg(BIAS[g])
             acc = np.zeros((n_batch, c.shape[1]), F32) if norm is not None or bias is None \
                 else np.tile(bias.astype(F32), (n_batch, 1))
-            for src, qv in (("x", qx), ("h", qh)):
-                if qv is not None:
+            for src, qv in (("x", qx), ("a", qa), ("h", qh)):
+                if qv is not None and (src, g) in prep:
                     wt, rowsum, s = prep[src, g]
                     q, sf, zp = qv
                     acc = _matvec(q, wt, rowsum, zp, (sf * s).astype(F32)[:, None], acc)

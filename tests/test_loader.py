@@ -1,0 +1,85 @@
+"""The one model loader: a .tflite file or a zoo model, quantized, the same for the CLI, scenarios and Python."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pytest
+
+from runtime import errors
+from runtime.errors import ModelError
+from runtime.graph import DType, Graph, Op, Tensor
+from runtime.optypes import OpType
+from runtime.tflite_write import dumps, save
+
+
+def _two_input_model(path):
+    """ADD of two float inputs, then a ReLU: calibration must see both inputs."""
+    a, b = Tensor("a", (1, 4), DType.FLOAT32), Tensor("b", (1, 4), DType.FLOAT32)
+    s, y = Tensor("sum", (1, 4), DType.FLOAT32), Tensor("y", (1, 4), DType.FLOAT32)
+    save(Graph((a, b, s, y), (Op(OpType.ADD, (0, 1), (2,)), Op(OpType.RELU, (2,), (3,))), (0, 1), (3,)), path)
+    return path
+
+
+def _cli_args(**kw) -> argparse.Namespace:
+    base = {"graph": None, "zoo": None, "zoo_args": [], "quantization": "none"}
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_cli_runner_and_python_api_load_the_same_quantized_zoo_model():
+    from runtime.cli_common import load_model as cli_load
+    from runtime.loader import ModelSource, load_model
+    from runtime.runner import build_model
+    from runtime.scenario import ModelSpec, Quantization
+
+    api = load_model(ModelSource(zoo="tiny_cnn", zoo_args={"resolution": 16}, quantization="int8"))
+    cli = cli_load(_cli_args(zoo="tiny_cnn", zoo_args=["resolution=16"], quantization="int8")).graph
+    runner = build_model(ModelSpec(zoo="tiny_cnn", args={"resolution": 16}, quantization=Quantization.INT8))
+    assert dumps(api) == dumps(cli) == dumps(runner)
+
+
+def test_runner_calibrates_every_input_of_a_model(tmp_path):
+    from runtime.loader import ModelSource, load_model
+    from runtime.runner import build_model
+    from runtime.scenario import ModelSpec, Quantization
+
+    path = _two_input_model(tmp_path / "two.tflite")
+    graph = build_model(ModelSpec(path=path, quantization=Quantization.INT8))
+    assert [graph.tensors[t].dtype for t in graph.inputs] == [DType.INT8, DType.INT8]
+    assert dumps(graph) == dumps(load_model(ModelSource(path=path, quantization="int8")))
+
+
+def test_given_samples_calibrate_instead_of_the_seed(tmp_path):
+    from runtime.loader import ModelSource, calibration_samples, load_model
+
+    path = _two_input_model(tmp_path / "two.tflite")
+    seeded = load_model(ModelSource(path=path, quantization="int8"))
+    assert dumps(seeded) == dumps(load_model(ModelSource(path=path, quantization="int8",
+                                                         samples=calibration_samples(seeded))))
+    wide = [[np.full((1, 4), 50.0, np.float32), np.full((1, 4), -50.0, np.float32)]]
+    other = load_model(ModelSource(path=path, quantization="int8", samples=wide))
+    assert other.tensors[other.inputs[0]].quant.scale != seeded.tensors[seeded.inputs[0]].quant.scale
+
+
+@pytest.mark.parametrize("source, message", [
+    ({}, "give exactly one of --graph FILE.tflite or --zoo NAME"),
+    ({"zoo": "tiny_cnn", "path": "m.tflite"}, "give exactly one of --graph FILE.tflite or --zoo NAME"),
+    ({"path": "missing.tflite"}, "missing.tflite"),
+    ({"path": "m.tflite", "zoo_args": {"alpha": 1}}, "--zoo_args applies to --zoo models only"),
+    ({"zoo": "tiny_cnn", "zoo_args": {"depth": 3}}, "has no argument 'depth'"),
+    ({"zoo": "tiny_cnn", "quantization": "int4"}, "--quantization must be one of none, float16"),
+])
+def test_errors_are_model_errors_naming_the_flag_or_file(source, message):
+    from runtime.loader import FLAGS, ModelSource, load_model
+
+    with pytest.raises(ModelError) as exc:
+        load_model(ModelSource(**source), FLAGS)
+    assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_scenario_names_are_keys():
+    from runtime.loader import KEYS, ModelSource, load_model
+
+    with pytest.raises(errors.TestbedError, match="model.args applies to model.zoo models only"):
+        load_model(ModelSource(path="m.tflite", zoo_args={"alpha": 1}), KEYS)
