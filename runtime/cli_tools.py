@@ -186,11 +186,27 @@ def cmd_list(args: argparse.Namespace, extra: list[str]) -> int:
     elif args.what == "models":
         _list_models()
     else:
-        from runtime.ops import KERNELS
-
-        for op in sorted(KERNELS, key=lambda o: o.name):
-            print(op.name)
+        _list_ops()
     return 0
+
+
+def _list_ops() -> None:
+    """Every builtin op with the kernels it has (float, 8-bit, hybrid) or why it has none, then the
+    registered custom ops: a user learns whether a missing op is missing on purpose."""
+    from runtime.custom_ops import CUSTOM_OPS
+    from runtime.ops import HYBRID_KERNELS, KERNELS, QUANT_KERNELS
+    from runtime.ops.reference import UNSUPPORTED
+    from runtime.optypes import OpType
+
+    for op in sorted(OpType, key=lambda o: o.name):
+        kinds = [k for k, table in (("float", KERNELS), ("8-bit", QUANT_KERNELS), ("hybrid", HYBRID_KERNELS))
+                 if op in table]
+        if kinds:
+            print(f"{op.name:34s} {', '.join(kinds)}")
+        elif op in UNSUPPORTED:
+            print(f"{op.name:34s} no kernel: {UNSUPPORTED[op]}")
+    for name in sorted(CUSTOM_OPS):
+        print(f"{name:34s} custom op" + (" (the GPU delegate takes it)" if CUSTOM_OPS[name].gpu else ""))
 
 
 def cmd_supported_ops(args: argparse.Namespace, extra: list[str]) -> int:

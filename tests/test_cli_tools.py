@@ -258,7 +258,12 @@ def test_list_everything(capsys):
     assert re.search(r"^gpu +TfLiteGpuDelegateV2 +--use_gpu +is_precision_loss_allowed=True", out, re.M)
     assert re.search(r"^coreml +TfLiteCoreMlDelegate", out, re.M)
     assert "tiny_cnn(resolution=32" in run(capsys, "list", "models")
-    assert "CONV_2D" in run(capsys, "list", "ops").split()
+    ops = run(capsys, "list", "ops")
+    assert re.search(r"^CONV_2D +float, 8-bit, hybrid$", ops, re.M)
+    assert re.search(r"^SKIP_GRAM +no kernel: works on string tensors", ops, re.M)
+    assert re.search(r"^Convolution2DTransposeBias +custom op \(the GPU delegate takes it\)$", ops, re.M)
+    from runtime.optypes import OpType
+    assert sum(1 for line in ops.splitlines() if line.split()[0] in OpType.__members__) == len(OpType)
 
 
 def test_supported_ops_table(capsys):
