@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -11,7 +10,7 @@ from sim import mechanisms as mx
 from sim.mechanisms import Mechanisms
 
 __all__ = ["OpClass", "Precision", "Work", "Rates", "OpCost", "op_cost", "copy_seconds",
-           "padded_channels", "energy_joules", "rail_energy"]
+           "padded_channels"]
 
 
 class OpClass(enum.Enum):
@@ -184,16 +183,3 @@ def padded_channels(channels: int, align: int) -> int:
     """Channels rounded up to the unit's slice width: the GPU stores 4 channels per slice (PHWC4)."""
     # Integer ceiling: float division would round wrong past 2**53 channels x elements.
     return channels if align <= 1 else -(-channels // align) * align
-
-
-def energy_joules(intervals: Iterable[tuple[float, float, float]]) -> float:
-    """Sum of power x duration over (start, end, watts) intervals."""
-    return math.fsum((end - start) * watts for start, end, watts in intervals)
-
-
-def rail_energy(idle_w: float, span_s: float, busy: Iterable[tuple[float, float, float]]) -> float:
-    """Energy of one rail over [0, span]: idle power throughout, plus (active - idle) while busy.
-
-    `busy` holds non-overlapping (start, end, active watts) intervals: the integral of a step
-    function of power over simulated time, computed exactly."""
-    return idle_w * span_s + math.fsum((end - start) * (watts - idle_w) for start, end, watts in busy)

@@ -14,8 +14,7 @@ from runtime.ops import HYBRID_KERNELS, KERNELS, QUANT_KERNELS
 from runtime.optypes import OpType
 from runtime.options import (DepthwiseConv2DOptions, FullyConnectedOptions, Pool2DOptions,
                              UnidirectionalSequenceLSTMOptions)
-from sim.cost import (OpClass, Precision, Rates, Work, energy_joules, op_cost, padded_channels,
-                      rail_energy)
+from sim.cost import OpClass, Precision, Rates, Work, op_cost, padded_channels
 from sim.work import (CLASSES, DEFAULT_CLASS, EXP_OPS, describe, footprint, graph_tensor_bytes,
                       op_class, tensor_bytes)
 
@@ -316,16 +315,13 @@ def rail(draw):
 
 @given(rail())
 def test_rail_energy_is_the_integral_of_the_power_step_function(case):
+    """sim.power.rail_energy, the one place energy is computed: idle power over the span plus each
+    busy interval's watts above idle, against the step function integrated segment by segment."""
+    from sim.power import rail_energy
+    from sim.trace import Interval, Kind
+
     idle, span, busy = case
+    intervals = [Interval("gpu", "op", Kind.OP, s, e, "gpu", w - idle) for s, e, w in busy]
     exact = brute_force_energy(idle, span, busy)
-    assert rail_energy(idle, span, busy) == pytest.approx(exact, rel=1e-9, abs=1e-300)
-
-
-@given(rail())
-def test_energy_joules_sums_intervals(case):
-    idle, span, busy = case
-    edges = [0.0] + [x for s, e, _ in busy for x in (s, e)] + [span]
-    idle_gaps = [(a, b, idle) for a, b in zip(edges[::2], edges[1::2])]
-    assert energy_joules(idle_gaps + busy) == pytest.approx(rail_energy(idle, span, busy), rel=1e-9, abs=1e-300)
-    assert energy_joules([]) == 0.0
-    assert energy_joules([(1.0, 3.0, 2.0), (3.0, 3.5, 4.0)]) == 6.0
+    got = rail_energy(intervals, {"gpu": idle}, 0.0, span)["gpu"]
+    assert got == pytest.approx(exact, rel=1e-9, abs=1e-300)
