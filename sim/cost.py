@@ -1,10 +1,10 @@
-"""Pure cost functions: a work description and a unit's rates in, seconds, bytes and joules out."""
+"""Pure cost functions: a work description and a unit's rates in, seconds and bytes out (energy: sim/power.py)."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Mapping
 
 from sim import mechanisms as mx
 from sim.mechanisms import Mechanisms
