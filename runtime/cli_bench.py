@@ -237,7 +237,7 @@ def _benchmark(args: argparse.Namespace, extra: list[str]) -> int:
         write_atomic(args.trace, json.dumps(chrome_trace(sim.soc, model.label)))
     if args.output_json:
         record = benchmark_record(args, model, profile, sim, kinds, m, len(warm.us), len(regular.us),
-                                  _outputs_vs_reference(it, model.graph, feed, args.timing_only))
+                                  _outputs_vs_reference(it, model.graph, feed, args.timing_only), it.estimated_ops)
         # NaN or infinity (a delegate's overflow) become null: the file stays strict JSON
         write_atomic(args.output_json, json.dumps(strict_json(record), indent=1, sort_keys=True, allow_nan=False) + "\n")
     return 0

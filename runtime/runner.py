@@ -236,7 +236,7 @@ def simulate(graph: Graph, profile, delegates_for_stream: Callable[[], list], th
     sim = its[0].simulation
     m = measure(soc, soc.trace.inferences, warmup, unit_footprint(sim))
     nonfinite = sum((it.simulation.nonfinite for it in its), Counter())
-    record = record_fields(m, sim.delegation, kinds, graph, nonfinite)
+    record = record_fields(m, sim.delegation, kinds, graph, nonfinite, its[0].estimated_ops)
     record["output_diff"] = _diffs(graph, _reference(graph, feeds), outputs) if reference and feeds else []
     return record, soc
 
@@ -245,11 +245,14 @@ def _ms(stats) -> dict[str, float]:
     return {k: (v if k == "count" else v * 1e3) for k, v in stats.__dict__.items()}
 
 
-def record_fields(m, delegation, kinds: Sequence[str], graph: Graph, nonfinite: Mapping | None = None) -> dict[str, Any]:
+def record_fields(m, delegation, kinds: Sequence[str], graph: Graph, nonfinite: Mapping | None = None,
+                  estimated: Sequence[int] = ()) -> dict[str, Any]:
     """The measured part of a results.json record (shared with `dtb benchmark --output_json`).
-    `nonfinite`: (delegate name, tensor) -> invokes whose output held NaN or infinity."""
+    `nonfinite`: (delegate name, tensor) -> invokes whose output held NaN or infinity. `estimated`:
+    ops a timing-only run costed from their shapes because no kernel runs them."""
     return {
         "nonfinite": nonfinite_records(nonfinite or {}, graph),
+        "estimated": [graph.describe_op(i) for i in estimated],
         "model": {"name": graph.name, "nodes": len(graph.ops)},
         "delegates": _delegate_records(delegation, kinds),
         # a delegate on a phone that has none of it takes no op: the record says why (None: no such delegate)

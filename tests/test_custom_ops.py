@@ -261,3 +261,22 @@ def test_dtb_benchmark_timing_only_says_which_ops_were_estimated(tmp_path, capsy
     out = capsys.readouterr().out
     assert "estimated: no kernel for op #0 VendorMagic" in out
     assert "Inference timings in us" in out
+
+
+def test_records_name_the_ops_costed_without_a_kernel(tmp_path, capsys):
+    import json
+
+    from runtime import cli
+    from runtime.runner import run_file
+
+    path = tmp_path / "vendor.tflite"
+    save(_with_unknown_op(), path)
+    out = tmp_path / "bench.json"
+    assert cli.main(["benchmark", "--graph", str(path), "--device", "pixel4", "--num_runs", "2",
+                     "--timing_only", "--output_json", str(out)]) == 0
+    assert json.loads(out.read_text())["estimated"] == ["op #0 VendorMagic"]
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"device: pixel3\nmodel: {{path: {path.name}}}\ntiming_only: true\n"
+                        "runs: {warmup: 0, count: 1}\nmatrix:\n  delegates: [[], [gpu: {}]]\n")
+    results = run_file(scenario, tmp_path / "out")
+    assert [r["estimated"] for r in results["records"]] == [["op #0 VendorMagic"]] * 2
