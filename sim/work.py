@@ -9,6 +9,8 @@ from runtime.graph import DType, Graph, Op
 from runtime.optypes import OpType
 from sim import mechanisms as mx
 from sim.cost import OpClass, Precision, Work, padded_channels
+# Element operations per output (exp, log, tanh, ...), shared with sim/work_seq.py and sim/work_misc.py.
+from sim.elem_ops import ELEM_OPS_PER_OUTPUT, EXP_OPS, LSTM_UNIT_OPS as _LSTM_UNIT_OPS
 
 __all__ = ["CLASSES", "DEFAULT_CLASS", "PRECISION_BYTES", "ELEM_OPS_PER_OUTPUT", "EXP_OPS",
            "op_class", "describe", "tensor_bytes", "graph_tensor_bytes", "footprint", "stored_shapes"]
@@ -74,26 +76,6 @@ CLASSES: Mapping[OpType, OpClass] = {
 # pays: reading its inputs and writing its outputs. Inventing element ops would be a guess.
 DEFAULT_CLASS = OpClass.DATA
 
-# exp/log by range reduction plus a degree-5..7 polynomial: about 8 multiply-adds per element
-# (the same order as XNNPACK's and the Adreno compiler's expansions).
-EXP_OPS = 8
-ELEM_OPS_PER_OUTPUT: Mapping[OpType, int] = {
-    OpType.SQUARED_DIFFERENCE: 2, OpType.LEAKY_RELU: 2, OpType.PRELU: 2, OpType.HARD_SWISH: 4,
-    OpType.QUANTIZE: 3, OpType.DEQUANTIZE: 2,          # scale, round/offset, clamp
-    OpType.EXP: EXP_OPS, OpType.LOG: EXP_OPS, OpType.ELU: EXP_OPS + 2,
-    OpType.LOGISTIC: EXP_OPS + 2, OpType.TANH: EXP_OPS + 3,
-    OpType.SQRT: EXP_OPS // 2, OpType.RSQRT: EXP_OPS // 2,
-    OpType.SOFTMAX: EXP_OPS + 4, OpType.LOG_SOFTMAX: EXP_OPS + 4,  # max, subtract, exp, sum, scale
-    OpType.RESIZE_BILINEAR: 4,                          # four taps weighted per output
-    OpType.SIN: EXP_OPS, OpType.COS: EXP_OPS, OpType.ATAN2: EXP_OPS + 2,
-    OpType.POW: 2 * EXP_OPS,                            # exp(b * log(a))
-    OpType.GELU: EXP_OPS + 5,                           # erfc or tanh, a cube, scale and offset
-    OpType.LOCAL_RESPONSE_NORMALIZATION: 2 * EXP_OPS + 4,  # a window of squares, then a power
-    OpType.FLOOR_DIV: 2, OpType.FLOOR_MOD: 3, OpType.FAKE_QUANT: 5,  # divide + floor; clamp, scale, round, back
-}
-
-# Per LSTM cell unit and step: three sigmoids and two tanh, plus the bias adds and state update.
-_LSTM_UNIT_OPS = 3 * ELEM_OPS_PER_OUTPUT[OpType.LOGISTIC] + 2 * ELEM_OPS_PER_OUTPUT[OpType.TANH] + 8
 
 # Weight matrices the GPU stores in 4x4 (output x input) blocks, so both their first and last
 # dimensions are padded; every other value tensor pads only its last (channel) dimension.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-import sim.work as _work   # the shared constants, read when a family runs (this module loads inside it)
+from sim import elem_ops as _work   # the shared per-output operation counts
 from runtime.optypes import OpType
 from sim.cost import OpClass
 

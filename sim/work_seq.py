@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-import sim.work as _work   # the shared constants, read when a family runs (this module loads inside it)
+from sim import elem_ops as _work   # the shared per-output operation counts
 from runtime.optypes import OpType
 from sim.cost import OpClass
 
@@ -62,7 +62,7 @@ def _rnn_ops() -> int:
 
 
 def _lstm_ops() -> int:
-    return _work._LSTM_UNIT_OPS
+    return _work.LSTM_UNIT_OPS
 
 
 def _rnn(op, ins, outs):
