@@ -14,7 +14,7 @@ import numpy as np
 from runtime.errors import ModelError
 from runtime.graph import DType, Graph, Op, QuantParams, Tensor
 from runtime.optypes import OpType
-from runtime.zoo.quantize import (_INT8_MIN, _INT32, _Rewriter, _quantize_f32, _round_half_away,
+from runtime.zoo.quant_base import (_INT8_MIN, _INT32, _Rewriter, _quantize_f32, _round_half_away,
                                   _swap_inputs, _symmetric_weights, _transpose_conv_version)
 
 
