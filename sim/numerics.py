@@ -81,7 +81,10 @@ def round_fp16(x: np.ndarray) -> np.ndarray:
     own conversion, so results equal x.astype(float16) bit for bit."""
     if x.dtype != np.float32:  # float16 weights stay as stored; integers are not rounded
         return x
-    x = np.require(x, requirements="C")  # not ascontiguousarray: that turns a scalar into shape [1]
+    shape = x.shape
+    # Flat, then back to the shape: arithmetic on a 0-d array gives NumPy scalars, which the
+    # special-value fix-up below cannot assign into (a scalar weight of float16 overflow).
+    x = np.require(x, requirements="C").reshape(-1)
     b = x.view(np.uint32)
     r = b >> np.uint32(13)
     r &= np.uint32(1)
@@ -96,7 +99,7 @@ def round_fp16(x: np.ndarray) -> np.ndarray:
     if special.any():
         with np.errstate(over="ignore"):
             y[special] = x[special].astype(np.float16).astype(np.float32)
-    return y
+    return y.reshape(shape)
 
 
 def _float_tensor(tensor: Tensor) -> Tensor:

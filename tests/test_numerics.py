@@ -108,3 +108,18 @@ def test_float16_rounding_equals_numpys_conversion_bit_for_bit():
     got = round_fp16(x.copy())
     assert np.array_equal(ref.view(np.uint32)[~np.isnan(ref)], got.view(np.uint32)[~np.isnan(ref)])
     assert np.isnan(got[np.isnan(ref)]).all()
+
+
+@pytest.mark.parametrize("value", [1e-30, 1e6, -np.inf, 0.5, 1e-7])
+def test_float16_rounding_keeps_a_scalar_a_scalar_with_special_values_too(value):
+    """A 0-d float32 constant (a layer norm's epsilon, 1e-7 or 1e-12, is a float16 subnormal or
+    zero) goes through the special-value path: once an error, which failed the GPU delegate's
+    prepare on a MobileBERT-style model."""
+    from sim.numerics import round_fp16
+
+    x = np.array(value, np.float32)
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16).astype(np.float32)
+    got = round_fp16(x)
+    assert got.shape == () and got.dtype == np.float32
+    assert got.tobytes() == want.tobytes()

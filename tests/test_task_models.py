@@ -184,3 +184,24 @@ def test_a_known_gap_is_refused_by_name_until_a_kernel_runs_it(name):
 
     with pytest.raises(ModelError, match=KNOWN_GAPS[name]):
         tflite_io.load(FIXTURES / name)
+
+
+@pytest.mark.parametrize("name", sorted(ALL_TASKS), ids=sorted(ALL_TASKS))
+def test_dtb_benchmark_runs_it_on_every_phone_under_every_delegate(name, capsys):
+    """The command a user types: `dtb benchmark --graph M --device P --use_<delegate>` (timing-only,
+    one run) exits 0 for every model, phone and delegate; a delegate the phone lacks only warns. The
+    one refusal allowed is TFLite's own: a delegate that takes only static shapes (GPU, Hexagon, Core
+    ML) on a model with dynamic-sized tensors fails to apply, as benchmark_model reports it."""
+    from runtime import cli
+
+    path = FIXTURES / name
+    for phone in PHONES:
+        for kind in DELEGATES:
+            code = cli.main(["benchmark", "--graph", str(path), "--device", phone, f"--use_{kind}",
+                             "--timing_only", "--num_runs", "1", "--warmup_runs", "0"])
+            out, err = capsys.readouterr()
+            static_only = ("only supports static-sized tensors with a graph that has dynamic-sized tensors" in out
+                           and "Failed to apply" in err)
+            assert code == 0 or static_only, (name, phone, kind, err)
+            assert all("warning" in line or static_only for line in err.splitlines() if line.strip()), (
+                name, phone, kind, err)
