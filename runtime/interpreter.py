@@ -290,13 +290,21 @@ class Interpreter:
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         t = self._check_index(tensor_index)
-        if self._values is None or self._values[t] is None:
+        values = self._allocated()
+        if values[t] is None:
             return np.zeros(self._shapes[t], self._graph.tensors[t].dtype.np)
-        return np.array(self._values[t], copy=True)
+        return np.array(values[t], copy=True)
 
     def tensor(self, tensor_index: int):
         t = self._check_index(tensor_index)
-        return lambda: self._values[t]
+        return lambda: self._allocated()[t]
+
+    def _allocated(self) -> list:
+        """The tensors' values; before allocate_tensors (or after a resize) LiteRT has no buffers
+        either and says so with this ValueError."""
+        if self._values is None:
+            raise ValueError("Tensor data is null. Run allocate_tensors() first")
+        return self._values
 
     def num_subgraphs(self) -> int:
         """The model's subgraphs: the main graph and the bodies of its control-flow ops."""

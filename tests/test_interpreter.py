@@ -76,6 +76,24 @@ def test_set_tensor_before_allocate_is_litert_value_error(model):
     assert str(got.value) == str(want.value)
 
 
+@pytest.mark.skipif(litert is None, reason="LiteRT not installed")
+def test_reading_tensors_before_allocate_or_after_a_resize_is_litert_value_error(model):
+    ours, ref = Interpreter(model_content=model), litert.Interpreter(model_content=model)
+    index = ours.get_input_details()[0]["index"]
+
+    def message(it, read):
+        with pytest.raises(ValueError) as err:
+            read(it)
+        return str(err.value)
+
+    for read in (lambda it: it.get_tensor(index), lambda it: it.tensor(index)()):
+        assert message(ours, read) == message(ref, read)
+    for it in (ours, ref):
+        it.allocate_tensors()
+        it.resize_tensor_input(index, [2, 32, 32, 3])
+    assert message(ours, lambda it: it.get_tensor(index)) == message(ref, lambda it: it.get_tensor(index))
+
+
 DYNAMIC = sorted((FIXTURES / "quant").glob("*_dynamic.tflite"))
 
 
