@@ -68,6 +68,18 @@ def _numpy(vector) -> np.ndarray:
     return vector if isinstance(vector, np.ndarray) else np.zeros(0, np.int32)
 
 
+def _empty_constants(tensors: tuple[Tensor, ...], ops, inputs) -> tuple[Tensor, ...]:
+    """A tensor of zero elements that no op writes and no one feeds (MEAN's empty axes list) has
+    no bytes to store, so the file gives it no buffer; TFLite reads it as empty, and so do we."""
+    written = {t for op in ops for t in op.outputs} | set(inputs)
+    fixed = list(tensors)
+    for t, tensor in enumerate(tensors):
+        if (tensor.data is None and not tensor.is_variable and t not in written and 0 in tensor.shape
+                and tensor.dtype.np != np.object_):
+            fixed[t] = dataclasses.replace(tensor, data=np.zeros(tensor.shape, tensor.dtype.np))
+    return tuple(fixed)
+
+
 def _camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
 
@@ -123,7 +135,9 @@ class _Reader:
         try:
             tensors = tuple(self._each(sg.TensorsLength(), "tensor", lambda i: self._tensor(sg, i)))
             ops = tuple(self._each(sg.OperatorsLength(), "op", lambda i: self._op(sg.Operators(i), i, codes)))
-            return Graph(tensors=tensors, ops=ops, inputs=tuple(int(t) for t in _numpy(sg.InputsAsNumpy())),
+            inputs = tuple(int(t) for t in _numpy(sg.InputsAsNumpy()))
+            tensors = _empty_constants(tensors, ops, inputs)
+            return Graph(tensors=tensors, ops=ops, inputs=inputs,
                          outputs=tuple(int(t) for t in _numpy(sg.OutputsAsNumpy())),
                          name=name or (os.path.basename(self.source) if k == 0 else ""), source=self.source)
         except ModelError as exc:

@@ -97,3 +97,29 @@ def test_unsupported_quantization_details_are_rejected(tiny_bytes):
     data = dumps(Graph((x, y), (Op(OpType.RELU, (0,), (1,)),), (0,), (1,)))
     with pytest.raises(ModelError, match=r"tensor #1 'y' has 2 scales but 3 zero points"):
         tflite_io.loads(data)
+
+
+def test_a_constant_of_zero_elements_reads_as_empty_as_litert_runs_it(tmp_path):
+    """MEAN over an empty axes list: the file stores no buffer for zero elements; LiteRT runs the
+    op as an identity, where the reader once called the axes 'used before it is defined'."""
+    import numpy as np
+
+    from runtime.graph import DType, Graph, Op, Tensor
+    from runtime.interpreter import Interpreter
+    from runtime.options import ReducerOptions
+    from runtime.optypes import OpType
+    from runtime.tflite_write import save
+    from tests.litert_oracle import available, run_litert
+
+    tensors = (Tensor("x", (2, 3), DType.FLOAT32), Tensor("axes", (0,), DType.INT32, data=np.zeros(0, np.int32)),
+               Tensor("y", (2, 3), DType.FLOAT32))
+    path = tmp_path / "empty_axes.tflite"
+    save(Graph(tensors, (Op(OpType.MEAN, (0, 1), (2,), ReducerOptions(keep_dims=False)),), (0,), (2,)), path)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    it = Interpreter(model_path=str(path))
+    it.allocate_tensors()
+    it.set_tensor(0, x)
+    it.invoke()
+    np.testing.assert_array_equal(it.get_tensor(2), x)
+    if available():
+        np.testing.assert_array_equal(run_litert([(str(path), {0: x})])[0]["0:2"], x)
