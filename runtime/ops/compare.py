@@ -8,23 +8,27 @@ import numpy as np
 from runtime.ops.base import Node
 
 
-def _comparison(fn):
-    # NumPy's broadcasting is the rule TFLite's broadcast comparisons apply; the output is BOOL.
+def comparison(fn, operand=None):
+    """A comparison kernel: NumPy's broadcasting is the rule TFLite's broadcast comparisons apply,
+    the output is BOOL. `operand(node, k, x)` maps input k first (8-bit kernels rescale it)."""
     def kernel(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if operand is not None:
+            a, b = operand(node, 0, a), operand(node, 1, b)
         return np.asarray(fn(a, b))
 
     kernel.__name__ = fn.__name__
     return kernel
 
 
-less = _comparison(np.less)
-less_equal = _comparison(np.less_equal)
-greater = _comparison(np.greater)
-greater_equal = _comparison(np.greater_equal)
-equal = _comparison(np.equal)
-not_equal = _comparison(np.not_equal)
-logical_and = _comparison(np.logical_and)
-logical_or = _comparison(np.logical_or)
+
+less = comparison(np.less)
+less_equal = comparison(np.less_equal)
+greater = comparison(np.greater)
+greater_equal = comparison(np.greater_equal)
+equal = comparison(np.equal)
+not_equal = comparison(np.not_equal)
+logical_and = comparison(np.logical_and)
+logical_or = comparison(np.logical_or)
 
 
 def logical_not(node: Node, x: np.ndarray) -> np.ndarray:

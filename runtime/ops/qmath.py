@@ -10,6 +10,7 @@ import numpy as np
 from runtime import quant
 from runtime.ops import mathops
 from runtime.ops.base import Node
+from runtime.ops.compare import comparison
 from runtime.ops.qelementwise import _lut, _q
 from runtime.ops.reduce import _axes
 
@@ -24,20 +25,8 @@ def _rescaled(node: Node, k: int, q: np.ndarray) -> np.ndarray:
     return quant.rdbpot(quant.srdhm((q.astype(np.int64) - zp) << _LEFT_SHIFT, m), -sh)
 
 
-def _comparison(fn):
-    def kernel(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return np.asarray(fn(_rescaled(node, 0, a), _rescaled(node, 1, b)))
-
-    kernel.__name__ = fn.__name__
-    return kernel
-
-
-less = _comparison(np.less)
-less_equal = _comparison(np.less_equal)
-greater = _comparison(np.greater)
-greater_equal = _comparison(np.greater_equal)
-equal = _comparison(np.equal)
-not_equal = _comparison(np.not_equal)
+less, less_equal, greater, greater_equal, equal, not_equal = (
+    comparison(fn, _rescaled) for fn in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal))
 
 
 def relu_0_to_1(node: Node, x: np.ndarray) -> np.ndarray:
