@@ -9,8 +9,8 @@ How a run writes its results:
 2. A folder holding another scenario's results (per its manifest.json, or an older results.json)
    is refused unless the caller passes overwrite=True (`dtb run --overwrite`); rerunning the same
    scenario replaces its own results.
-3. The new files are written into a staging folder inside it (`.dtb-staging-PID-XXXX/`), with a
-   manifest naming each file and its SHA-256.
+3. The new files are written into a staging folder inside it (`.dtb-staging-<pid>-<random>/`),
+   with a manifest naming each file and its SHA-256.
 4. Commit: manifest.json is removed, each staged file is renamed over its old copy (a rename within
    one file system is atomic), and the staged manifest is renamed into place last. SIGINT and SIGTERM
    are held back during these few renames (from the main thread).

@@ -663,6 +663,26 @@ def _judge_delegate(out: Outcome, source: Path | None, delegate: str | None, lim
                                 f"{[m for m in out.messages if m.startswith(where)]}")
 
 
+def check_mutations(sources, ops: set[str], tmp, seed: int, cases: int) -> None:
+    """Mutate the given single-op models `cases` times (skipping mutations that turn an op into one
+    outside `ops`): each case runs, or ends in one ModelError line naming the file, found by the
+    checks before a kernel raises anything. For op families' own test files."""
+    import re
+
+    rng = random.Random(seed)
+    ran = 0
+    while ran < cases:
+        source = rng.choice(sources)
+        data, steps = mutate(rng, source.read_bytes())
+        turned = [m.group(1) for s in steps for m in [re.search(r"op #\d+ \w+ -> ([A-Z_0-9]+)", s)] if m]
+        if any(t not in ops for t in turned):
+            continue
+        out = run_case(data, str(tmp / "case.tflite"), source.name, steps, rng, cli=False, source=source)
+        raised = [m for m in out.late if "a kernel raised" in m]
+        assert out.ok and not raised, f"{source.name} after {steps}: {out.failures} {raised}"
+        ran += 1
+
+
 def run_case(data: bytes, path: str, name: str, steps: list[str], rng, limit_mb: int = LIMIT_MB,
              cli: bool = True, seconds: float = CASE_SECONDS, source: Path | None = None) -> Outcome:
     """Write the mutated bytes to `path` and run them through the API (plain, then timing-only on

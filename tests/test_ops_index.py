@@ -838,9 +838,6 @@ def test_mutated_index_op_models_run_or_fail_with_one_line(tmp_path):
     """The model fuzzer's mutations (tests/fuzz_models.py) on these ops' single-op models: each case
     runs, or ends in one ModelError line naming the file, found by the checks before a kernel
     raises anything. Cases whose op was turned into an op outside this file are left out."""
-    import random
-    import re
-
     from tests import fuzz_models as fm
 
     ours = {t.name for t in VERSIONS}
@@ -850,18 +847,7 @@ def test_mutated_index_op_models_run_or_fail_with_one_line(tmp_path):
             path = tmp_path / f"{name}_{k}.tflite"
             save(c.graph, path)
             sources.append(path)
-    rng = random.Random(2024)
-    ran = 0
-    while ran < 150:
-        source = rng.choice(sources)
-        data, steps = fm.mutate(rng, source.read_bytes())
-        turned = [m.group(1) for s in steps for m in [re.search(r"op #\d+ \w+ -> ([A-Z_0-9]+)", s)] if m]
-        if any(t not in ours for t in turned):
-            continue
-        out = fm.run_case(data, str(tmp_path / "case.tflite"), source.name, steps, rng, cli=False, source=source)
-        raised = [m for m in out.late if "a kernel raised" in m]
-        assert out.ok and not raised, f"{source.name} after {steps}: {out.failures} {raised}"
-        ran += 1
+    fm.check_mutations(sources, ours, tmp_path, seed=2024, cases=150)
 
 
 def test_lookups_cost_the_rows_they_read_not_the_table():

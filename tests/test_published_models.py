@@ -118,10 +118,15 @@ def test_the_models_cover_three_tasks():
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_every_published_model_runs_on_every_phone_under_every_delegate(name):
+    run_everywhere(tflite_io.load(PUBLISHED / name), name)
+
+
+def run_everywhere(graph: Graph, name: str) -> None:
+    """Timing-only, one inference on every shipped phone: on the CPU and under each delegate, which
+    must not fail in prepare and quietly fall back to the CPU."""
     from delegates.registry import make_delegate
     from sim.profile import load_profile
 
-    graph = tflite_io.load(PUBLISHED / name)
     for phone_name in PHONES:
         phone = load_profile(phone_name)
         cpu = Interpreter(graph=graph, device=phone, num_threads=4, timing_only=True)

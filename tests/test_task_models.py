@@ -14,7 +14,7 @@ from runtime import tflite_io
 from runtime.interpreter import Interpreter
 from tests import litert_oracle
 from tests.conftest import FIXTURES
-from tests.test_published_models import DELEGATES, PHONES
+from tests.test_published_models import DELEGATES, PHONES, run_everywhere
 from tests.test_published_models import MODELS as PUBLISHED
 
 # file under tests/fixtures -> task. tasks/ is made by tests/fixtures/make_task_fixtures.py, models/
@@ -147,23 +147,7 @@ def test_matches_litert_reference(name, oracle):
 
 @pytest.mark.parametrize("name", list(MODELS), ids=_ids(MODELS))
 def test_runs_on_every_phone_under_every_delegate(name):
-    from delegates.registry import make_delegate
-    from sim.profile import load_profile
-
-    graph = tflite_io.load(FIXTURES / name)
-    for phone_name in PHONES:
-        phone = load_profile(phone_name)
-        cpu = Interpreter(graph=graph, device=phone, num_threads=4, timing_only=True)
-        cpu.allocate_tensors()
-        cpu.invoke()
-        for kind in DELEGATES:
-            it = Interpreter(graph=graph, experimental_delegates=[make_delegate(kind, phone)], device=phone,
-                             num_threads=4, timing_only=True)
-            it.allocate_tensors()
-            it.invoke()
-            assert it.simulation.latencies[-1] > 0, (name, phone_name, kind)
-            # a delegate failing in prepare falls back to the CPU quietly: that is a bug here
-            assert not it.simulation.delegation.restored, (name, phone_name, kind, it.simulation.delegation.log)
+    run_everywhere(tflite_io.load(FIXTURES / name), name)
 
 
 def test_the_table_covers_thirty_models_over_six_tasks():
