@@ -19,9 +19,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from delegates.api import Delegate, DelegateKernel, Support  # noqa: E402
 from runtime.delegation import DelegateStep, apply_delegates  # noqa: E402
-from runtime.graph import DType, Graph, Op, Tensor  # noqa: E402
-from runtime.optypes import OpType  # noqa: E402
-from runtime.partition import PlanNode, partition_plan  # noqa: E402
+from runtime.ir.graph import DType, Graph, Op, Tensor  # noqa: E402
+from runtime.ir.optypes import OpType  # noqa: E402
+from runtime.ir.partition import PlanNode, partition_plan  # noqa: E402
 
 
 def chain_and_branch(n: int) -> list[PlanNode]:

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
 
-from runtime.errors import DelegateError
-from runtime.graph import Graph, Op
+from runtime.ir.errors import DelegateError
+from runtime.ir.graph import Graph, Op
 
 if TYPE_CHECKING:  # the framework's and the simulator's types; delegates only read them
-    from runtime.partition import Partition
+    from runtime.ir.partition import Partition
     from sim.numerics import NumericMode
     from sim.spec import Profile, UnitSpec
     from sim.unit import Scales, Unit

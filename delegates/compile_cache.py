@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from runtime.atomic import write_text
-from runtime.graph import Graph
+from runtime.ir.atomic import write_text
+from runtime.ir.graph import Graph
 
 __all__ = ["fingerprint", "is_warm", "store"]
 

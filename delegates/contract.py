@@ -38,6 +38,12 @@ class Hook:
     when: str
     default: str
 
+    def of(self, obj: Any) -> Any:
+        """The hook as `obj` has it: its bound method or its attribute's value. The API declares
+        every hook with a default, so this reads what is there; the conformance kit uses it to
+        check each value against the declaration (an override may have the wrong type)."""
+        return getattr(obj, self.name)
+
     @property
     def signature(self) -> str:
         """As README shows it: "init_seconds(spec, graph) -> float", or "name: str"."""
@@ -88,7 +94,7 @@ def hooks(owner: type | None = None) -> tuple[Hook, ...]:
 
 def _namespace() -> dict[str, Any]:
     """The names the API's annotations use, including those it imports only for type checkers."""
-    from runtime.partition import Partition
+    from runtime.ir.partition import Partition
     from sim.numerics import NumericMode
     from sim.spec import Profile, UnitSpec
     from sim.unit import Scales, Unit

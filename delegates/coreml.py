@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from delegates import rulekit as rk
 from delegates.api import Delegate, DelegateError, DelegateOptions, DelegationSummary, Rule, Support
-from runtime.graph import DType, Graph, Op
-from runtime.optypes import OpType
-from runtime.options import Activation, MirrorPadMode
+from runtime.ir.graph import DType, Graph, Op
+from runtime.ir.optypes import OpType
+from runtime.ir.options import Activation, MirrorPadMode
 from sim.spec import UnitKind
 
 __all__ = ["CoreMlDelegate", "CoreMlOptions", "CoreMlDevices", "TABLE", "rule_table"]

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from delegates import rulekit as rk
 from delegates.api import Delegate, DelegateOptions, DelegationSummary, Rule, Support
-from runtime.graph import DType, Graph, Op
-from runtime.optypes import OpType
-from runtime.options import Activation, MirrorPadMode
+from runtime.ir.graph import DType, Graph, Op
+from runtime.ir.optypes import OpType
+from runtime.ir.options import Activation, MirrorPadMode
 
 __all__ = ["GpuDelegate", "GpuOptions", "GpuBackend", "InferencePreference", "Priority", "TABLE",
            "MAX_VERSION", "rule_table", "compatible_tensors"]
@@ -115,7 +115,7 @@ def basic_lstm_kernel(op: Op, graph: Graph) -> bool:
 def gpu_custom_op(op: Op, graph: Graph) -> bool:
     """Custom op has no GPU kernel: the GPU delegate's custom parsers cover MediaPipe's Convolution2DTransposeBias, MaxPoolingWithArgmax2D and MaxUnpooling2D (and custom ops registered with gpu=True)."""
     import runtime.ops  # noqa: F401  (registers the custom ops published models carry)
-    from runtime.custom_ops import lookup
+    from runtime.ops.custom_ops import lookup
 
     spec = lookup(op.custom_code)
     return spec is not None and spec.gpu

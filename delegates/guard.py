@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
-from runtime.errors import DelegateError
+from runtime.ir.errors import DelegateError
 
 __all__ = ["DEFAULT_BUDGET_S", "DelegateTimeout", "budget", "set_budget", "time_budget", "call", "run"]
 

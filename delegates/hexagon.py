@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from delegates import rulekit as rk
 from delegates.api import Delegate, DelegateOptions, Rule, Support
-from runtime.graph import DType, Graph, Op
-from runtime.optypes import OpType
-from runtime.options import Activation, Padding
+from runtime.ir.graph import DType, Graph, Op
+from runtime.ir.optypes import OpType
+from runtime.ir.options import Activation, Padding
 from sim.spec import UnitKind
 
 __all__ = ["HexagonDelegate", "HexagonOptions", "TABLE", "COMMON", "rule_table"]

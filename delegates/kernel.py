@@ -7,10 +7,10 @@ from typing import Mapping
 import numpy as np
 
 from delegates.api import DelegateKernel
-from runtime.errors import DelegateError
-from runtime.graph import DType, Graph
+from runtime.ir.errors import DelegateError
+from runtime.ir.graph import DType, Graph
 from runtime.ops import Node, select_kernel
-from runtime.optypes import OpType
+from runtime.ir.optypes import OpType
 from sim import numerics as nm
 from sim.numerics import NumericMode
 

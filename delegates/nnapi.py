@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from delegates import nnapi_rules
 from delegates import rulekit as rk
 from delegates.api import YES, Delegate, DelegateError, DelegateOptions, Rule, Support
-from runtime.graph import DType, Graph, Op
-from runtime.optypes import OpType
+from runtime.ir.graph import DType, Graph, Op
+from runtime.ir.optypes import OpType
 from sim.npu import REFERENCE_DEVICE, NnapiDriver
 from sim.spec import NnapiDeviceSpec
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from delegates import rulekit as rk
 from delegates.api import Rule
-from runtime.graph import DType, Graph, Op
-from runtime.optypes import OpType
-from runtime.options import Activation
+from runtime.ir.graph import DType, Graph, Op
+from runtime.ir.optypes import OpType
+from runtime.ir.options import Activation
 from sim.npu import NNAPI_VERSION, api_level_for_feature
 
 __all__ = ["MIN_LEVEL", "MAX_VERSION", "rule_table", "common_rules", "at_least", "is_hybrid"]

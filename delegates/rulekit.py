@@ -6,9 +6,9 @@ import weakref
 from typing import Any, Callable, Iterable, Mapping
 
 from delegates.api import Rule, Support, check_rules
-from runtime.graph import DType, Graph, Op, Tensor
-from runtime.optypes import OpType
-from runtime.options import Activation, GenericOptions
+from runtime.ir.graph import DType, Graph, Op, Tensor
+from runtime.ir.optypes import OpType
+from runtime.ir.options import Activation, GenericOptions
 
 __all__ = ["RuleTable", "EIGHT_BIT", "FLOATS", "rule", "doc", "judge", "tensor", "input_dtype",
            "live_tensors", "option", "activation", "is_const", "const_values", "max_version",

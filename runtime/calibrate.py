@@ -10,9 +10,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from runtime.errors import TestbedError
+from runtime.ir.errors import TestbedError
 from runtime.measurements import DELEGATES, Row, model_key
-from runtime.yamlcheck import Key, dotted, parse
+from runtime.ir.yamlcheck import Key, dotted, parse
 
 __all__ = ["Param", "Fit", "RowSim", "Evaluator", "candidate_params", "fit", "cross_validate",
            "load_base", "CalibrationError", "PRIOR_WEIGHT", "SPREAD"]
@@ -300,7 +300,7 @@ def load_base(name_or_path: str) -> tuple[dict, dict, str, Path]:
     """The prior a calibration starts from: a calibrated profile names its prior file, which is
     used instead (so re-running a fit never compounds on its own output). Returns the data, its
     line table, the YAML text and the file's path."""
-    from runtime.errors import ProfileError
+    from runtime.ir.errors import ProfileError
     from sim.profile import _resolve
 
     path = _resolve(name_or_path)

@@ -11,7 +11,7 @@ import numpy as np
 
 from runtime import cli_bench, cli_calibrate, cli_tools, memory
 from runtime.cli_common import add_model_flags, check_writable, load_model
-from runtime.errors import TestbedError
+from runtime.ir.errors import TestbedError
 from runtime.interpreter import Interpreter
 from runtime.ops import KERNELS
 
@@ -104,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["conformance"]:
-        from delegates.conformance_cli import main as conformance
+        from runtime.conformance_cli import main as conformance
 
         return conformance(argv[1:])
     parser = _parser()

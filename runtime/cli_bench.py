@@ -14,7 +14,7 @@ from runtime.cli_common import (PROVIDER_NAMES, add_device_flag, add_model_flags
 from runtime.cli_profile import Stat, profile_nodes, profiling_report
 from runtime import limits
 from runtime.cli_record import benchmark_record
-from runtime.errors import TestbedError
+from runtime.ir.errors import TestbedError
 from runtime.interpreter import Interpreter
 from runtime.measure import measure
 from runtime.runner import strict_json

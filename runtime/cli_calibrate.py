@@ -40,7 +40,7 @@ def add_parser(sub) -> None:
 def _models(row: Row):
     from runtime.runner import build_model
     from runtime.scenario import ModelSpec, Quantization
-    from runtime.yamlcheck import freeze
+    from runtime.ir.yamlcheck import freeze
 
     try:
         if row.model.endswith(".tflite") or os.sep in row.model:
@@ -90,7 +90,7 @@ def cmd_calibrate(args, extra=None) -> int:
     _print_params(result)
     _print_rows(result, [ms for ms, _ in prior])
     if args.output:
-        from runtime.atomic import write_text
+        from runtime.ir.atomic import write_text
 
         source = ", ".join(_relative(Path(p), Path(args.output).parent) for p in args.measurements)
         write_text(args.output, render_profile(text, lines, result, source, _relative(path, Path(args.output).parent),

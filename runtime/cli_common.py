@@ -14,9 +14,9 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from runtime.atomic import write_text
-from runtime.errors import TestbedError
-from runtime.graph import Graph
+from runtime.ir.atomic import write_text
+from runtime.ir.errors import TestbedError
+from runtime.ir.graph import Graph
 from runtime.loader import CALIBRATION_SAMPLES, FLAGS, QUANTIZATIONS, ModelSource
 from runtime.loader import load_model as load_graph
 

@@ -17,7 +17,7 @@ from runtime.cli_common import (add_device_flag, add_model_flags, cpp_float, del
                                 gaussian_inputs, load_device, load_model, parse_delegate_flags, to_us,
                                 warn_refusals, write_atomic)
 from runtime.cli_profile import Stat
-from runtime.errors import TestbedError
+from runtime.ir.errors import TestbedError
 from runtime.interpreter import Interpreter
 
 __all__ = ["add_parsers"]
@@ -121,7 +121,8 @@ def _why_not(op: int, reports) -> list[str]:
 
 
 def cmd_partition(args: argparse.Namespace, extra: list[str]) -> int:
-    from runtime.delegation import apply_delegates, dynamic_tensors
+    from runtime.delegation import apply_delegates
+    from runtime.ops.dynamic import dynamic_tensors
 
     profile = load_device(args.device, args.api_level)
     delegates = parse_delegate_flags(args.parser, extra, profile)
@@ -193,10 +194,10 @@ def cmd_list(args: argparse.Namespace, extra: list[str]) -> int:
 def _list_ops() -> None:
     """Every builtin op with the kernels it has (float, 8-bit, hybrid) or why it has none, then the
     registered custom ops: a user learns whether a missing op is missing on purpose."""
-    from runtime.custom_ops import CUSTOM_OPS
+    from runtime.ops.custom_ops import CUSTOM_OPS
     from runtime.ops import HYBRID_KERNELS, KERNELS, QUANT_KERNELS
     from runtime.ops.reference import UNSUPPORTED
-    from runtime.optypes import OpType
+    from runtime.ir.optypes import OpType
 
     for op in sorted(OpType, key=lambda o: o.name):
         kinds = [k for k, table in (("float", KERNELS), ("8-bit", QUANT_KERNELS), ("hybrid", HYBRID_KERNELS))

@@ -9,8 +9,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from delegates import guard
-from runtime.errors import DelegateError
-from runtime.graph import Graph
+from runtime.ir.errors import DelegateError
+from runtime.ir.graph import Graph
 
 __all__ = ["invoke_partition"]
 

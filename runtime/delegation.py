@@ -11,12 +11,12 @@ import numpy as np
 
 from delegates import guard
 from delegates.api import Delegate, DelegateKernel, DelegationSummary, Support
-from runtime.errors import DelegateError
-from runtime.graph import DType, Graph, Op, OpType
-from runtime.partition import Partition, PlanNode, Subset, largest_partitions, partition_plan
+from runtime.ir.errors import DelegateError
+from runtime.ir.graph import DType, Graph, Op, OpType
+from runtime.ir.partition import Partition, PlanNode, Subset, largest_partitions, partition_plan
 
 __all__ = ["CpuStep", "DelegateStep", "Plan", "UnsupportedOp", "DelegateReport", "Delegation",
-           "apply_delegates", "dynamic_tensors", "RESTORED"]
+           "apply_delegates", "RESTORED"]
 
 # Subgraph::ModifyGraphWithDelegateImpl after RemoveAllDelegates (tflite/core/subgraph.cc).
 RESTORED = "Restored original execution plan after delegate application failure."
@@ -391,39 +391,6 @@ def _tflite_name(op: Op) -> str:
 
 
 # -- dynamic shapes ----------------------------------------------------------------------------
-
-# Inputs whose values set the output's shape: when not derivable from constants, TFLite's kernel
-# marks the output dynamic in Prepare (reshape.cc, pad.cc, slice.cc, strided_slice.cc, ...).
-_SHAPE_INPUTS: dict[OpType, tuple[int, ...]] = {
-    OpType.RESHAPE: (1,), OpType.PAD: (1,), OpType.PADV2: (1,), OpType.MIRROR_PAD: (1,),
-    OpType.SLICE: (1, 2), OpType.STRIDED_SLICE: (1, 2, 3),
-    OpType.RESIZE_BILINEAR: (1,), OpType.RESIZE_NEAREST_NEIGHBOR: (1,),
-    OpType.TILE: (1,), OpType.TRANSPOSE: (1,), OpType.FILL: (0,), OpType.BROADCAST_TO: (1,),
-}
-
-
-def dynamic_tensors(graph: Graph, model: Graph | None = None) -> frozenset[int]:
-    """Tensors whose shape depends on values not known before inference: outputs of the ops above
-    fed a non-derivable shape input, and everything computed from a dynamic tensor. A tensor is
-    derivable when constant, or produced from derivable inputs only; SHAPE of a static tensor
-    is derivable too, since TFLite computes it in Prepare (shape.cc). Control flow and variable
-    reads make their outputs dynamic as their Prepare does (runtime/opcheck_control.py);
-    `model`: the main graph when `graph` is another of its subgraphs."""
-    from runtime.opcheck_control import dynamic_outputs
-
-    known = {t for t, x in enumerate(graph.tensors) if x.is_constant and not x.is_variable}
-    dynamic: set[int] = set()
-    for op in graph.ops:
-        ins = [t for t in op.inputs if t >= 0]
-        outs = [t for t in op.outputs if t >= 0]
-        shaping = [op.inputs[k] for k in _SHAPE_INPUTS.get(op.type, ()) if k < len(op.inputs)]
-        if any(t in dynamic for t in ins) or any(t >= 0 and t not in known for t in shaping) \
-                or dynamic_outputs(model or graph, op):
-            dynamic.update(outs)
-        elif op.type is OpType.SHAPE or (ins and all(t in known for t in ins)):
-            known.update(outs)
-    return frozenset(dynamic)
-
 
 def _first_dynamic(graph: Graph, plan: Plan, dynamic: Collection[int]) -> int | None:
     """The tensor TFLite's PrepareOpsStartingAt finds: the first dynamic output of the first node,

@@ -13,10 +13,10 @@ import numpy as np
 
 from runtime.delegate_invoke import invoke_partition
 from runtime.delegation import CpuStep, DelegateStep, Plan
-from runtime.errors import DelegateError
-from runtime.graph import Graph
+from runtime.ir.errors import DelegateError
+from runtime.ir.graph import Graph
 from runtime.model_state import one_pass
-from runtime.opcheck_control import calls
+from runtime.ops.opcheck_control import calls
 from sim.cost import OpClass, Precision, Work
 from sim.numerics import NumericMode, is_quantized, op_precision, op_precision_on
 from sim.soc import SoC
@@ -365,7 +365,8 @@ def make_simulation(graph: Graph, delegates: list, device, soc: SoC | None, thre
     """Apply the delegates as TFLite does and put the result on a phone (a profile name or path,
     a Profile, or an existing SoC shared with other streams; "generic" when none is named)."""
     from delegates.api import Delegate
-    from runtime.delegation import apply_delegates, dynamic_tensors
+    from runtime.delegation import apply_delegates
+    from runtime.ops.dynamic import dynamic_tensors
     from sim.profile import load_profile
     from sim.spec import Profile
 

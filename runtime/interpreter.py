@@ -8,16 +8,18 @@ from typing import Any
 
 import numpy as np
 
-from runtime import memory, opcheck, tflite_io
-from runtime.errors import ModelError
-from runtime.graph import Graph, Tensor
+from runtime import memory, tflite_io
+from runtime.ops import opcheck
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import Graph, Tensor
 from runtime.model_state import ModelState
-from runtime.opcheck_seq import svdf_int16_tensors
+from runtime.ops.opcheck_seq import svdf_int16_tensors
 from runtime.ops import Node, select_kernel
 from runtime.ops.control import STATEFUL
 from runtime.ops.parallel import set_num_threads
 from runtime.ops.random import restart_generators
 from runtime.ops.temporaries import prepared_by_allocation, temporaries
+from runtime.ops.validate import validate_graph
 
 __all__ = ["Interpreter", "SignatureRunner", "OpResolverType"]
 
@@ -409,7 +411,7 @@ def _named(graph: Graph):
 def _validated(graph: Graph) -> "opcheck.Checked":
     """The op checks' findings; a graph not read from a file (nor validated) is validated first."""
     if not opcheck.is_checked(graph):
-        graph.validate()
+        validate_graph(graph)
     return opcheck.checked(graph)
 
 

@@ -8,8 +8,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from runtime.errors import ModelError, TestbedError
-from runtime.graph import Graph
+from runtime.ir.errors import ModelError, TestbedError
+from runtime.ir.graph import Graph
 
 __all__ = ["CALIBRATION_SAMPLES", "CALIBRATION_SEED", "FLAGS", "KEYS", "ModelSource", "Names", "QUANTIZATIONS",
            "calibration_samples", "load_model", "parse_zoo_args"]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Mapping
 
 from delegates.kinds import DelegateKind
-from runtime.errors import TestbedError
+from runtime.ir.errors import TestbedError
 
 __all__ = ["Row", "MeasurementError", "read_measurements", "read_csv", "read_log", "DELEGATES",
            "model_key"]

@@ -9,12 +9,12 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
-from runtime.errors import ModelError
-from runtime.graph import Graph
-from runtime.opcheck import pad_amounts, pool_taps
-from runtime.opcheck_misc import scratch_bytes as misc_scratch
-from runtime.optypes import OpType
-from runtime.options import Padding, options_or_default
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import Graph
+from runtime.ops.opcheck import pad_amounts, pool_taps
+from runtime.ops.opcheck_misc import scratch_bytes as misc_scratch
+from runtime.ir.optypes import OpType
+from runtime.ir.options import Padding, options_or_default
 
 __all__ = ["ENV_VAR", "Need", "default_limit", "limit_scope", "resolve_limit", "format_bytes", "plan_need",
            "check_need", "op_scratch", "tensor_bytes"]
@@ -170,7 +170,7 @@ def op_scratch(graph: Graph, i: int, shape_of: Callable[[int], Shape]) -> tuple[
         temp = 4 * sum(math.prod(s) * graph.tensors[t].dtype.np.itemsize for t, s in zip(op.outputs, outs))
     if op.type is OpType.DEPTHWISE_CONV_2D and len(ins) > 1 and ins[0] and ins[1] and ins[0][-1] != ins[1][-1]:
         temp += 4 * math.prod(ins[0][:-1]) * ins[1][-1]  # the input repeated per depth multiplier
-    temp += misc_scratch(op.type, ins, outs)  # index arrays, generator words, FFT copies (runtime/opcheck_misc.py)
+    temp += misc_scratch(op.type, ins, outs)  # index arrays, generator words, FFT copies (runtime/ops/opcheck_misc.py)
     try:
         keep = _kept(op.type, o, ins, outs)
     except (TypeError, ValueError, IndexError, AttributeError):  # shapes the checks refuse anyway

@@ -8,12 +8,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from runtime import memory, opcheck
-from runtime.errors import ModelError
-from runtime.graph import Graph, printable
-from runtime.opcheck_control import calls, reachable
-from runtime.options import options_or_default
-from runtime.optypes import OpType
+from runtime import memory
+from runtime.ops import opcheck
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import Graph, printable
+from runtime.ops.opcheck_control import calls, reachable
+from runtime.ir.options import options_or_default
+from runtime.ir.optypes import OpType
+from runtime.ops.validate import validate_graph
 
 __all__ = ["ModelState", "WHILE_LIMIT"]
 
@@ -46,7 +48,7 @@ class ModelState:
         # The subgraphs the main graph may run; the others (other signatures) get no plan.
         runs = reachable(model)[1:]
         if not all(opcheck.is_checked(model.subgraph(k)) for k in runs):  # built in code, never validated
-            model.validate()
+            validate_graph(model)
         count = len(model.subgraphs) + 1
         self._plans: list = [None] * count
         self._checked: list = [None] * count

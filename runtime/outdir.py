@@ -33,7 +33,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
-from runtime.errors import TestbedError
+from runtime.ir.errors import TestbedError
 
 __all__ = ["OutputFolderError", "ResultsFolder", "MANIFEST", "check_output_path"]
 

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from runtime.atomic import write_text
-from runtime.errors import TestbedError
+from runtime.ir.atomic import write_text
+from runtime.ir.errors import TestbedError
 from runtime.report_plots import plot_images
 
 __all__ = ["FORMATS", "render", "render_file", "write_report"]

@@ -15,10 +15,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from runtime.atomic import write_text
+from runtime.ir.atomic import write_text
 from runtime.delegation import CpuStep
-from runtime.errors import DelegateError, ScenarioError, TestbedError
-from runtime.graph import Graph
+from runtime.ir.errors import DelegateError, ScenarioError, TestbedError
+from runtime.ir.graph import Graph
 from runtime.interpreter import Interpreter
 from runtime.measure import measure, output_diff
 from sim.soc import SoC
@@ -314,7 +314,7 @@ def load_device(sc):
 
 def cell_profile(sc):
     """The cell's phone, on the API level the scenario asks for (`api_level:`)."""
-    from runtime.errors import ProfileError
+    from runtime.ir.errors import ProfileError
     from sim.profile import with_api_level
 
     try:

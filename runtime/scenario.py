@@ -41,8 +41,8 @@ from typing import Any, Iterator, Mapping
 
 from delegates.kinds import BUILTIN_KINDS, EXTERNAL
 from runtime import limits
-from runtime.errors import ScenarioError
-from runtime.yamlcheck import (Ctx, Key, flag, freeze, integer, kind, mapping, member, number, overlay, parse, suggest,
+from runtime.ir.errors import ScenarioError
+from runtime.ir.yamlcheck import (Ctx, Key, flag, freeze, integer, kind, mapping, member, number, overlay, parse, suggest,
                                text)
 
 __all__ = ["Quantization", "Distribution", "DELEGATE_KINDS", "ModelSpec", "DelegateSpec", "CpuSpec",

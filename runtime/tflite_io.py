@@ -11,10 +11,11 @@ import struct
 
 import numpy as np
 
-from runtime.errors import ModelError
-from runtime.graph import DType, Graph, Op, QuantParams, Signature, Tensor, printable
-from runtime.optypes import OpType
-from runtime.options import FOR_OP, TABLES, GenericOptions
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType, Graph, Op, QuantParams, Signature, Tensor, printable
+from runtime.ir.optypes import OpType
+from runtime.ir.options import FOR_OP, TABLES, GenericOptions
+from runtime.ops.validate import validate_graph
 
 try:  # The generated schema classes; a core dependency, imported lazily for a clear message.
     import tflite
@@ -124,7 +125,7 @@ class _Reader:
         main, *others = self._each(count, "subgraph", lambda k: self._subgraph(k, codes))
         graph = dataclasses.replace(main, signatures=self._signatures(), subgraphs=tuple(others))
         try:  # every subgraph, and the calls between them (indices in range, no recursion)
-            return graph.validate()
+            return validate_graph(graph)
         except ModelError as exc:
             raise ModelError(f"{self.source}: {exc}") from None
 

@@ -10,8 +10,8 @@ import os
 import flatbuffers
 import numpy as np
 
-from runtime.graph import Graph, Tensor
-from runtime.options import GenericOptions
+from runtime.ir.graph import Graph, Tensor
+from runtime.ir.options import GenericOptions
 from runtime.tflite_io import _camel
 from tflite.BuiltinOptions import BuiltinOptions as _UNION
 from tflite.BuiltinOptions2 import BuiltinOptions2 as _UNION2

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from runtime.atomic import write_text
+from runtime.ir.atomic import write_text
 from sim.power import power_steps
 from sim.trace import Interval
 

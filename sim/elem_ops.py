@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from runtime.optypes import OpType
+from runtime.ir.optypes import OpType
 
 __all__ = ["EXP_OPS", "ELEM_OPS_PER_OUTPUT", "LSTM_UNIT_OPS"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from typing import Sequence
 
-from runtime.graph import DType, Graph, Op
+from runtime.ir.graph import DType, Graph, Op
 from sim.cost import Precision
 from sim.spec import NnapiDeviceSpec, Profile
 

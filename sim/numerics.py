@@ -8,8 +8,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from runtime.graph import DType, Graph, Op, Tensor
-from runtime.optypes import OpType
+from runtime.ir.graph import DType, Graph, Op, Tensor
+from runtime.ir.optypes import OpType
 from sim.cost import Precision
 
 __all__ = ["NumericMode", "float_view", "is_quantized", "to_mode", "from_mode", "round_fp16",

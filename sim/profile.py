@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from runtime.errors import ProfileError
-from runtime.optypes import OpType
-from runtime.yamlcheck import Key, dotted, parse
+from runtime.ir.errors import ProfileError
+from runtime.ir.optypes import OpType
+from runtime.ir.yamlcheck import Key, dotted, parse
 from sim.cost import OpClass, Precision
 from sim.mechanisms import Mechanisms
 from sim.spec import CopySpec, DramSpec, NnapiDeviceSpec, Profile, UnitKind, UnitSpec

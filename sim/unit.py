@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generator
+from typing import Any, Generator, Protocol
 
 import simpy
 
 from sim.cost import OpCost, Precision, Rates, Work, op_cost
 from sim.spec import UnitSpec
-from sim.trace import Interval, Kind
-
-if TYPE_CHECKING:
-    from sim.soc import SoC
+from sim.memory import Dram
+from sim.trace import Interval, Kind, Trace
 
 __all__ = ["Unit", "Scales", "Tag"]
 
@@ -36,11 +34,19 @@ class Tag:
     inference: int = -1
 
 
+class Board(Protocol):
+    """What a unit needs of the SoC it sits on (sim/soc.py builds the units and is one)."""
+
+    env: simpy.Environment
+    dram: Dram
+    trace: Trace
+
+
 class Unit:
     """One compute unit. Subclasses say which precisions it runs and how it pads data; the cost
     comes from sim.cost, the power from the profile; every busy interval goes to the trace."""
 
-    def __init__(self, soc: "SoC", spec: UnitSpec):
+    def __init__(self, soc: Board, spec: UnitSpec):
         self.soc = soc
         self.env: simpy.Environment = soc.env
         self.spec = spec

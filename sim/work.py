@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterable, Mapping, Sequence
 
-from runtime.graph import DType, Graph, Op
-from runtime.optypes import OpType
+from runtime.ir.graph import DType, Graph, Op
+from runtime.ir.optypes import OpType
 from sim import mechanisms as mx
 from sim.cost import OpClass, Precision, Work, padded_channels
 # Element operations per output (exp, log, tanh, ...), shared with sim/work_seq.py and sim/work_misc.py.

@@ -7,7 +7,7 @@ import math
 from typing import Mapping
 
 from sim import elem_ops as _work   # the shared per-output operation counts
-from runtime.optypes import OpType
+from runtime.ir.optypes import OpType
 from sim.cost import OpClass
 
 _E, _T, _R, _D = OpClass.ELEMENTWISE, OpClass.TRANSCENDENTAL, OpClass.REDUCE, OpClass.DATA

@@ -11,7 +11,7 @@ import math
 from typing import Mapping
 
 from sim import elem_ops as _work   # the shared per-output operation counts
-from runtime.optypes import OpType
+from runtime.ir.optypes import OpType
 from sim.cost import OpClass
 
 _G, _C, _E, _R, _D = OpClass.GEMM, OpClass.CONV, OpClass.ELEMENTWISE, OpClass.REDUCE, OpClass.DATA

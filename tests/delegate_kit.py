@@ -6,8 +6,8 @@ import functools
 
 import numpy as np
 
-from runtime.graph import DType, Graph, Op, QuantParams, Tensor
-from runtime.optypes import OpType
+from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
+from runtime.ir.optypes import OpType
 from sim.cost import Precision
 from sim.spec import CopySpec, DramSpec, NnapiDeviceSpec, Profile, UnitKind, UnitSpec
 

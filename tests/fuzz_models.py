@@ -49,7 +49,7 @@ SLACK_BYTES = 48 << 20
 def corpus() -> list[Path]:
     """Every fixture model the reader accepts unchanged (the malformed ones are their own tests)."""
     from runtime import tflite_io
-    from runtime.errors import ModelError
+    from runtime.ir.errors import ModelError
 
     paths = []
     for path in sorted(FIXTURES.rglob("*.tflite")):
@@ -307,9 +307,9 @@ def flip_bits(rng, data: bytes) -> tuple[bytes, str]:
 def mutate_graph(rng, data: bytes) -> tuple[bytes, str]:
     """Graph-level damage written back as a valid flatbuffer: what byte edits cannot express
     (an options table of another type, quantization removed, a field the file left at its default)."""
-    from runtime import options as opt
+    from runtime.ir import options as opt
     from runtime import tflite_io
-    from runtime.graph import Tensor
+    from runtime.ir.graph import Tensor
     from runtime.ops import KERNELS
     from runtime.tflite_write import dumps
 
@@ -414,8 +414,8 @@ def mutate_graph(rng, data: bytes) -> tuple[bytes, str]:
 def _rederive(graph):
     """The graph with every computed tensor declared at the shape its op now computes (as far as
     the checks get); unchanged where they refuse it."""
-    from runtime import opcheck
-    from runtime.graph import Tensor
+    from runtime.ops import opcheck
+    from runtime.ir.graph import Tensor
 
     try:
         shapes = opcheck.check_graph(graph, strict=False).shapes
@@ -532,7 +532,7 @@ def _phone():
 
 
 def run_api(out: Outcome, path: str, limit: int, simulated: bool, delegate: str | None = None) -> None:
-    from runtime.errors import DelegateError, ModelError
+    from runtime.ir.errors import DelegateError, ModelError
     from runtime.interpreter import Interpreter
 
     where = "sim" if simulated else "api"

@@ -321,7 +321,7 @@ def _cli(argv: list[str], names: list[str]) -> tuple[str, str]:
 
 
 def _api(case: Case, path: Path) -> tuple[str, str]:
-    from runtime.errors import ProfileError, ScenarioError
+    from runtime.ir.errors import ProfileError, ScenarioError
 
     try:
         if case.kind == "scenario":

@@ -13,9 +13,10 @@ import dataclasses
 
 import numpy as np
 
-from runtime.graph import DType, Graph, Op, Tensor
-from runtime.optypes import OpType
-from runtime.options import PackOptions, ReducerOptions, ShapeOptions, StridedSliceOptions
+from runtime.ir.graph import DType, Graph, Op, Tensor
+from runtime.ir.optypes import OpType
+from runtime.ir.options import PackOptions, ReducerOptions, ShapeOptions, StridedSliceOptions
+from runtime.ops.validate import validate_graph
 
 __all__ = ["runtime_transpose_conv_shapes", "runtime_se_reshapes"]
 
@@ -59,8 +60,8 @@ class _Surgery:
             ops.extend(self.before.get(i, ()))
             ops.append(op)
         ops.extend(self.before.get(len(self.ops), ()))
-        return dataclasses.replace(self.graph, tensors=tuple(self.tensors), ops=tuple(ops),
-                                   name=name, source="").validate()
+        return validate_graph(dataclasses.replace(self.graph, tensors=tuple(self.tensors), ops=tuple(ops),
+                                   name=name, source=""))
 
 
 def runtime_transpose_conv_shapes(graph: Graph) -> Graph:

@@ -12,9 +12,9 @@ import yaml
 from runtime import cli
 from runtime.calibrate import fit
 from runtime.cli_calibrate import _fmt, calibrate_files, render_profile
-from runtime.errors import ScenarioError
+from runtime.ir.errors import ScenarioError
 from runtime.measurements import MeasurementError, read_csv, read_log, read_measurements
-from runtime.yamlcheck import parse
+from runtime.ir.yamlcheck import parse
 from sim.profile import PROFILE_DIR, load_profile
 
 MEASUREMENTS = PROFILE_DIR / "measurements"

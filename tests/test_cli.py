@@ -58,7 +58,7 @@ def test_unknown_zoo_model_and_argument(capsys):
 
 
 def test_unknown_op_is_one_line(tmp_path):
-    from runtime.graph import DType, Graph, Op, OpType, Tensor
+    from runtime.ir.graph import DType, Graph, Op, OpType, Tensor
     from runtime.tflite_write import save
 
     x, y = Tensor("x", (2, 3), DType.FLOAT32), Tensor("y", (2, 3), DType.FLOAT32)

@@ -262,7 +262,7 @@ def test_list_everything(capsys):
     assert re.search(r"^CONV_2D +float, 8-bit, hybrid$", ops, re.M)
     assert re.search(r"^SKIP_GRAM +no kernel: works on string tensors", ops, re.M)
     assert re.search(r"^Convolution2DTransposeBias +custom op \(the GPU delegate takes it\)$", ops, re.M)
-    from runtime.optypes import OpType
+    from runtime.ir.optypes import OpType
     assert sum(1 for line in ops.splitlines() if line.split()[0] in OpType.__members__) == len(OpType)
 
 

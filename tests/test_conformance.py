@@ -8,15 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from delegates.api import Delegate, DelegateKernel, Support
-from delegates.conformance import TOLERANCES, run_conformance
-from delegates.conformance_cli import main as conformance_main
-from delegates.conformance_report import Verdict
+from runtime.conformance import TOLERANCES, run_conformance
+from runtime.conformance_cli import main as conformance_main
+from runtime.conformance_report import Verdict
 from delegates.registry import make_delegate
-from runtime.graph import DType
+from runtime.ir.graph import DType
 from runtime.interpreter import Interpreter
 from runtime.ops import KERNELS, Node
 from runtime.ops import conv
-from runtime.optypes import OpType
+from runtime.ir.optypes import OpType
 from runtime.testing.ops import OPS, UNSUPPORTED, generate, single_op_cases, single_op_graphs, supported_dtypes
 from sim.numerics import NumericMode
 from sim.profile import load_profile
@@ -320,7 +320,7 @@ def test_a_delegate_keeping_the_contract_adds_no_contract_case():
 
 def test_the_lifecycle_wrapper_is_the_wrapped_delegate_but_for_the_failing_callback():
     from delegates.contract import hooks
-    from delegates.conformance_lifecycle import FailAt, FaultyDelegate
+    from runtime.conformance_lifecycle import FailAt, FaultyDelegate
 
     inner = make_delegate("nnapi", load_profile("pixel4"))
     wrapper = FaultyDelegate(inner, FailAt.PREPARE)
@@ -355,7 +355,7 @@ def test_cli_exit_codes(capsys):
 def inner_pytest(pytester, monkeypatch):
     """Run pytest with only the conformance plugin (no auto-loaded entry points, so it loads once)."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    return lambda *args: pytester.runpytest("-p", "delegates.pytest_conformance", "-p", "no:cacheprovider", *args)
+    return lambda *args: pytester.runpytest("-p", "runtime.conformance_pytest", "-p", "no:cacheprovider", *args)
 
 
 def test_plugin_runs_one_item_per_case(inner_pytest):

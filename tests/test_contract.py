@@ -17,9 +17,9 @@ from delegates import contract, registry
 from delegates.api import Delegate, DelegateError, DelegateKernel, DelegateOptions, DelegationSummary, Support
 from delegates.kinds import BUILTIN_KINDS, EXTERNAL, DelegateKind
 from runtime.delegation import RESTORED, CpuStep, DelegateStep, apply_delegates
-from runtime.graph import Graph
+from runtime.ir.graph import Graph
 from runtime.interpreter import Interpreter
-from runtime.optypes import OpType
+from runtime.ir.optypes import OpType
 from runtime.zoo.builder import GraphBuilder
 from sim.soc import SoC
 from sim.unit import Scales

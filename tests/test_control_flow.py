@@ -9,10 +9,11 @@ import sys
 import numpy as np
 import pytest
 
-from runtime import opcheck_control, tflite_io
-from runtime import options as o
-from runtime.errors import ModelError
-from runtime.graph import DType, Graph, Op, OpType, Tensor
+from runtime import tflite_io
+from runtime.ops import opcheck_control
+from runtime.ir import options as o
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType, Graph, Op, OpType, Tensor
 from runtime.interpreter import Interpreter
 from runtime.model_state import WHILE_LIMIT
 from runtime.tflite_write import dumps, save

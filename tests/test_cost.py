@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from runtime.graph import DType, Graph, Op, Tensor
+from runtime.ir.graph import DType, Graph, Op, Tensor
 from runtime.ops import HYBRID_KERNELS, KERNELS, QUANT_KERNELS
-from runtime.optypes import OpType
-from runtime.options import (DepthwiseConv2DOptions, FullyConnectedOptions, Pool2DOptions,
+from runtime.ir.optypes import OpType
+from runtime.ir.options import (DepthwiseConv2DOptions, FullyConnectedOptions, Pool2DOptions,
                              UnidirectionalSequenceLSTMOptions)
 from sim.cost import OpClass, Precision, Rates, Work, op_cost, padded_channels
 from sim.work import (CLASSES, DEFAULT_CLASS, EXP_OPS, describe, footprint, graph_tensor_bytes,

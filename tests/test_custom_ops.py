@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from flatbuffers import flexbuffers
 
-from runtime.errors import ModelError
-from runtime.graph import DType, Graph, Op, QuantParams, Tensor
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
 from runtime.interpreter import Interpreter
-from runtime import custom_ops as custom
-from runtime.optypes import OpType
+from runtime.ops import custom_ops as custom
+from runtime.ir.optypes import OpType
 from runtime.tflite_write import save
 from tests import litert_oracle
 

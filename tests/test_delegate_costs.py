@@ -98,7 +98,7 @@ def test_each_nnapi_execution_pays_the_drivers_cost(net_int8):
 
 
 def test_a_delegate_made_for_another_phone_is_a_delegate_error(net_int8):
-    from runtime.errors import DelegateError
+    from runtime.ir.errors import DelegateError
 
     delegate = make_delegate("nnapi", load_profile("pixel4"), accelerator_name="google-edgetpu")
     it = Interpreter(graph=net_int8, experimental_delegates=[delegate], device="pixel3")

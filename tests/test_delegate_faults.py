@@ -17,7 +17,7 @@ from delegates.guard import DelegateTimeout, time_budget
 from delegates.registry import load_external
 from runtime.cli import main
 from runtime.delegation import RESTORED
-from runtime.errors import DelegateError
+from runtime.ir.errors import DelegateError
 from runtime.interpreter import Interpreter
 from runtime.zoo import build
 from tests import faulty_delegates

@@ -22,9 +22,9 @@ from delegates.hexagon import HexagonDelegate
 from delegates.nnapi import NnapiDelegate, NnapiOptions
 from delegates.registry import CLASSES
 from delegates.rulekit import doc
-from runtime.graph import DType, Graph, Op, QuantParams, Tensor
-from runtime.optypes import OpType as T
-from runtime.options import (Activation, AddOptions, ConcatenationOptions, Conv2DOptions,
+from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
+from runtime.ir.optypes import OpType as T
+from runtime.ir.options import (Activation, AddOptions, ConcatenationOptions, Conv2DOptions,
                              DepthwiseConv2DOptions, FullyConnectedOptions, MirrorPadMode,
                              MirrorPadOptions, PackOptions, Pool2DOptions, ReducerOptions,
                              ResizeBilinearOptions, SoftmaxOptions, StridedSliceOptions,

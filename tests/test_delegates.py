@@ -12,9 +12,9 @@ from delegates.hexagon import HexagonDelegate, HexagonOptions
 from delegates.nnapi import NnapiDelegate, NnapiOptions
 from delegates.rulekit import doc
 from delegates.table import supported_ops_table
-from runtime.graph import DType
-from runtime.optypes import OpType
-from runtime.options import (Conv2DOptions, Padding, Pool2DOptions, ReducerOptions, ReshapeOptions,
+from runtime.ir.graph import DType
+from runtime.ir.optypes import OpType
+from runtime.ir.options import (Conv2DOptions, Padding, Pool2DOptions, ReducerOptions, ReshapeOptions,
                              SoftmaxOptions)
 from tests.delegate_kit import android, const, iphone, live, single_op, verdicts, zoo
 

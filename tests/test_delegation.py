@@ -9,13 +9,14 @@ from hypothesis import given, strategies as st
 from delegates.api import Delegate, DelegateKernel, DelegateOptions, Support
 from delegates.coreml import CoreMlDelegate
 from delegates.gpu import GpuDelegate
-from runtime.delegation import (RESTORED, CpuStep, DelegateStep, apply_delegates, dynamic_tensors)
-from runtime.errors import DelegateError
-from runtime.graph import DType, Graph, Op, Tensor
+from runtime.delegation import RESTORED, CpuStep, DelegateStep, apply_delegates
+from runtime.ops.dynamic import dynamic_tensors
+from runtime.ir.errors import DelegateError
+from runtime.ir.graph import DType, Graph, Op, Tensor
 from runtime.interpreter import Interpreter
 from runtime.ops import Node, select_kernel
-from runtime.optypes import OpType
-from runtime.options import Conv2DOptions
+from runtime.ir.optypes import OpType
+from runtime.ir.options import Conv2DOptions
 from runtime.testing.strategies import float_graphs, support_sets
 from runtime.zoo.builder import GraphBuilder
 from runtime.zoo.quantize import to_float16

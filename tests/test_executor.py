@@ -11,10 +11,10 @@ from hypothesis import given, settings, strategies as st
 
 from delegates.api import Delegate, DelegateKernel, DelegateOptions, Support
 from delegates.registry import make_delegate
-from runtime.graph import Graph
+from runtime.ir.graph import Graph
 from runtime.interpreter import Interpreter
 from runtime.measure import measure
-from runtime.optypes import OpType
+from runtime.ir.optypes import OpType
 from runtime.runner import simulate
 from runtime.scenario import InputSpec
 from runtime.zoo import build
@@ -174,7 +174,7 @@ def test_more_partitions_mean_more_crossings_and_more_boundary_time(mobilenet):
 
 class FailingKernel(DelegateKernel):
     def invoke(self, inputs):
-        from runtime.errors import DelegateError
+        from runtime.ir.errors import DelegateError
 
         raise DelegateError("the accelerator hung")
 
@@ -185,7 +185,7 @@ class FailsOnInvoke(DepthwiseOnGpu):
 
 
 def test_a_delegate_failing_in_invoke_raises_delegate_error(mobilenet):
-    from runtime.errors import DelegateError
+    from runtime.ir.errors import DelegateError
 
     with pytest.raises(DelegateError, match="hung"):
         run(mobilenet, delegates=[FailsOnInvoke()], runs=1)

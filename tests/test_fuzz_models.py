@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runtime import tflite_io
-from runtime.errors import ModelError
-from runtime.graph import Tensor
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import Tensor
 from runtime.interpreter import Interpreter
-from runtime.options import Pool2DOptions
+from runtime.ir.options import Pool2DOptions
 from runtime.tflite_write import dumps
 from tests import fuzz_models as fm
 
@@ -230,7 +230,7 @@ def test_output_types_are_the_kernels(tmp_path):
 
 
 def test_float_kernels_refuse_integer_data(tmp_path):
-    from runtime.graph import DType, Graph, Op, OpType
+    from runtime.ir.graph import DType, Graph, Op, OpType
 
     x, y = Tensor("x", (2, 3), DType.INT32), Tensor("y", (2, 3), DType.INT32)
     path = tmp_path / "exp.tflite"
@@ -308,7 +308,7 @@ def test_a_constant_graph_input(tmp_path):
 def test_binary_ops_take_one_type(tmp_path):
     """Found by the long run: MINIMUM of float32 and int32 came out float64, refused only after the
     kernel ran."""
-    from runtime.graph import DType, Graph, Op, OpType
+    from runtime.ir.graph import DType, Graph, Op, OpType
     from runtime.tflite_write import save
 
     x, k, y = (Tensor("x", (2, 3), DType.FLOAT32), Tensor("k", (3,), DType.INT32, data=np.arange(3, dtype=np.int32)),
@@ -499,7 +499,7 @@ def test_vector_lengths_past_the_end_of_the_file(tmp_path):
 def test_a_computed_reshape_is_checked_before_its_kernel_runs(tmp_path):
     """An output shape known only when the op runs (RESHAPE fed a computed shape) is checked
     then, on the values it reads, before anything is allocated."""
-    from runtime.graph import DType, Graph, Op, OpType, Tensor
+    from runtime.ir.graph import DType, Graph, Op, OpType, Tensor
 
     tensors = (Tensor("x", (2, 3), DType.FLOAT32), Tensor("shape", (2,), DType.INT32),
                Tensor("y", (3, 2), DType.FLOAT32, shape_signature=(-1, -1)))
@@ -532,7 +532,7 @@ def test_fixture_models_all_still_load_and_validate_fast():
     """The checks run on every load; MobileNet v2 (66 ops) takes a few milliseconds in total."""
     import time
 
-    from runtime import opcheck
+    from runtime.ops import opcheck
 
     g = tflite_io.load(FIXTURES / "models" / "mobilenet_v2.tflite")
     start = time.perf_counter()
@@ -561,7 +561,7 @@ def test_nan_outputs_keep_output_json_strict(tmp_path, capsys):
     import json
 
     from runtime.cli import main
-    from runtime.graph import DType, Graph, Op, OpType
+    from runtime.ir.graph import DType, Graph, Op, OpType
     from runtime.tflite_write import save
 
     x, y = Tensor("x", (1, 64), DType.FLOAT32), Tensor("y", (1, 64), DType.FLOAT32)

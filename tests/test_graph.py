@@ -7,8 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from runtime.errors import ModelError
-from runtime.graph import DType, Graph, Op, OpType, Tensor
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType, Graph, Op, OpType, Tensor
+from runtime.ops.validate import validate_graph
 
 
 def t(name, shape=(1, 4), data=None):
@@ -21,26 +22,26 @@ def graph(tensors, ops, inputs=(0,), outputs=(2,)):
 
 def test_sound_graph_validates():
     g = graph([t("a"), t("b"), t("c")], [Op(OpType.ADD, (0, 1), (2,))], inputs=(0, 1))
-    assert g.validate() is g
+    assert validate_graph(g) is g
 
 
 def test_dangling_tensor_is_named():
     g = graph([t("a"), t("b"), t("c")], [Op(OpType.ADD, (0, 7), (2,))])
     with pytest.raises(ModelError, match=r"op #0 ADD reads dangling tensor #7"):
-        g.validate()
+        validate_graph(g)
 
 
 def test_use_before_definition_names_op_and_tensor():
     ops = [Op(OpType.RELU, (1,), (2,)), Op(OpType.RELU, (0,), (1,))]
     g = graph([t("a"), t("mid"), t("c")], ops)
     with pytest.raises(ModelError, match=r"op #0 RELU uses tensor #1 'mid' before it is defined \(written later\)"):
-        g.validate()
+        validate_graph(g)
 
 
 def test_broadcast_shape_mismatch_is_named():
     g = graph([t("a", (1, 4)), t("b", (1, 3)), t("c")], [Op(OpType.ADD, (0, 1), (2,))], inputs=(0, 1))
     with pytest.raises(ModelError, match=r"op #0 ADD: shapes \[1, 4\] of tensor #0 'a' and \[1, 3\]"):
-        g.validate()
+        validate_graph(g)
 
 
 def test_conv_channel_mismatch_is_named():
@@ -48,23 +49,23 @@ def test_conv_channel_mismatch_is_named():
                t("y", (1, 4, 4, 8))]
     g = graph(tensors, [Op(OpType.CONV_2D, (0, 1), (2,))])
     with pytest.raises(ModelError, match=r"op #0 CONV_2D: input tensor #0 'x' has 3 channels"):
-        g.validate()
+        validate_graph(g)
 
 
 def test_double_write_and_constant_size():
     g = graph([t("a"), t("b"), t("c")], [Op(OpType.RELU, (0,), (1,)), Op(OpType.RELU, (0,), (1,))],
               outputs=(1,))
     with pytest.raises(ModelError, match="already written by op #0"):
-        g.validate()
+        validate_graph(g)
     g = graph([t("a"), t("w", (2, 2), np.zeros(3, np.float32)), t("c")], [Op(OpType.ADD, (0, 1), (2,))])
     with pytest.raises(ModelError, match="constant data has 3 elements but shape"):
-        g.validate()
+        validate_graph(g)
 
 
 def test_unproduced_output():
     g = graph([t("a"), t("b"), t("c")], [Op(OpType.RELU, (0,), (1,))], outputs=(2,))
     with pytest.raises(ModelError, match="graph output tensor #2 'c' is never produced"):
-        g.validate()
+        validate_graph(g)
 
 
 def test_frozen_and_readonly():

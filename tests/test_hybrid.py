@@ -35,12 +35,12 @@ import os
 import numpy as np
 import pytest
 
-from runtime.errors import ModelError
-from runtime.graph import DType, Graph, Op, QuantParams, Tensor
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
 from runtime.interpreter import Interpreter
 from runtime.ops import HYBRID_KERNELS, hybrid, select_kernel
-from runtime.optypes import OpType
-from runtime.options import (Activation, Conv2DOptions, DepthwiseConv2DOptions, FullyConnectedOptions, Padding,
+from runtime.ir.optypes import OpType
+from runtime.ir.options import (Activation, Conv2DOptions, DepthwiseConv2DOptions, FullyConnectedOptions, Padding,
                              TransposeConvOptions, UnidirectionalSequenceLSTMOptions)
 from runtime.tflite_write import save
 from tests.conftest import FIXTURES

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from runtime import zoo
-from runtime.graph import Signature
+from runtime.ir.graph import Signature
 from runtime.interpreter import Interpreter
 from runtime.tflite_write import dumps
 from tests.conftest import FIXTURES

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from runtime.optypes import OpType
-from runtime.options import (Activation, Conv2DOptions, DepthwiseConv2DOptions, Padding, Pool2DOptions,
+from runtime.ir.optypes import OpType
+from runtime.ir.options import (Activation, Conv2DOptions, DepthwiseConv2DOptions, Padding, Pool2DOptions,
                              TransposeConvOptions)
 from runtime.ops.parallel import set_num_threads
 from runtime.zoo.builder import GraphBuilder

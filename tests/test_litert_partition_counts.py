@@ -23,8 +23,9 @@ import sys
 
 import pytest
 
-from runtime.delegation import apply_delegates, dynamic_tensors
-from runtime.optypes import OpType
+from runtime.delegation import apply_delegates
+from runtime.ops.dynamic import dynamic_tensors
+from runtime.ir.optypes import OpType
 from runtime.tflite_io import load
 from tests.conftest import FIXTURES
 from tests.litert_oracle import available

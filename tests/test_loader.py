@@ -7,10 +7,10 @@ import argparse
 import numpy as np
 import pytest
 
-from runtime import errors
-from runtime.errors import ModelError
-from runtime.graph import DType, Graph, Op, Tensor
-from runtime.optypes import OpType
+from runtime.ir import errors
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType, Graph, Op, Tensor
+from runtime.ir.optypes import OpType
 from runtime.tflite_write import dumps, save
 
 

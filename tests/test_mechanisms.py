@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from runtime.graph import DType, Graph, Op, Tensor
-from runtime.optypes import OpType
-from runtime.options import AddOptions, Conv2DOptions, DepthwiseConv2DOptions, Padding
+from runtime.ir.graph import DType, Graph, Op, Tensor
+from runtime.ir.optypes import OpType
+from runtime.ir.options import AddOptions, Conv2DOptions, DepthwiseConv2DOptions, Padding
 from sim import mechanisms as mx
 from sim.cost import OpClass, Precision, Rates, Work, op_cost
 from sim.mechanisms import Mechanisms
@@ -135,7 +135,7 @@ def test_occupancy_small_grids_leave_the_gpu_idle():
 
 
 def _avg_pool(h, c, window):
-    from runtime.options import Pool2DOptions
+    from runtime.ir.options import Pool2DOptions
 
     out = h // window
     tensors = [_act("x", (1, h, h, c)), _act("y", (1, out, out, c))]

@@ -10,9 +10,9 @@ import pytest
 from delegates.api import DelegateError
 from delegates.nnapi import ExecutionPreference, NnapiDelegate, NnapiOptions
 from delegates.registry import make_delegate
-from runtime.graph import DType, Graph, QuantParams, Tensor
+from runtime.ir.graph import DType, Graph, QuantParams, Tensor
 from runtime.interpreter import Interpreter
-from runtime.optypes import OpType
+from runtime.ir.optypes import OpType
 from runtime.tflite_io import load
 from sim.cost import Precision
 from sim.npu import NnapiDriver, feature_level_for_api, op_precision

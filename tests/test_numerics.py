@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from delegates.kernel import UnitKernel
-from runtime.errors import DelegateError
+from runtime.ir.errors import DelegateError
 from runtime.interpreter import Interpreter
 from runtime.zoo import build
 from runtime.zoo.quantize import to_float16, to_int8

@@ -12,12 +12,12 @@ import tempfile
 import numpy as np
 import pytest
 
-from runtime import opcheck
-from runtime import options as opt
-from runtime.errors import ModelError
-from runtime.graph import DType, Graph, Op, QuantParams, Tensor
+from runtime.ops import opcheck
+from runtime.ir import options as opt
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
 from runtime.interpreter import Interpreter
-from runtime.optypes import DATA_INPUT, OpType
+from runtime.ir.optypes import DATA_INPUT, OpType
 from runtime.tflite_write import save
 from tests.litert_oracle import available, run_litert
 

@@ -11,11 +11,11 @@ import tempfile
 import numpy as np
 import pytest
 
-from runtime.errors import ModelError
-from runtime.graph import DType, Graph, QuantParams, Tensor
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType, Graph, QuantParams, Tensor
 from runtime.interpreter import Interpreter
-from runtime.optypes import OpType
-from runtime.options import (Activation, ArgMaxOptions, ArgMinOptions, CumsumOptions, FakeQuantOptions,
+from runtime.ir.optypes import OpType
+from runtime.ir.options import (Activation, ArgMaxOptions, ArgMinOptions, CumsumOptions, FakeQuantOptions,
                              GeluOptions, L2NormOptions, LocalResponseNormalizationOptions, Padding,
                              Pool2DOptions, ReducerOptions)
 from runtime.tflite_write import save

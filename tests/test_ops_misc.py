@@ -27,12 +27,12 @@ import tempfile
 import numpy as np
 import pytest
 
-from runtime import opcheck
-from runtime import options as opt
-from runtime.errors import ModelError
-from runtime.graph import DType, Graph, Op, Tensor
+from runtime.ops import opcheck
+from runtime.ir import options as opt
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType, Graph, Op, Tensor
 from runtime.interpreter import Interpreter
-from runtime.optypes import OpType
+from runtime.ir.optypes import OpType
 from runtime.tflite_write import save
 from tests.litert_oracle import available, run_litert
 

@@ -32,11 +32,11 @@ import weakref
 import numpy as np
 import pytest
 
-from runtime.errors import ModelError
-from runtime.graph import DType, Graph, Op, QuantParams, Tensor
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
 from runtime.interpreter import Interpreter
-from runtime.optypes import OpType
-from runtime.options import (Activation, BidirectionalSequenceLSTMOptions, BidirectionalSequenceRNNOptions,
+from runtime.ir.optypes import OpType
+from runtime.ir.options import (Activation, BidirectionalSequenceLSTMOptions, BidirectionalSequenceRNNOptions,
                              CombinerType, Conv3DOptions, EmbeddingLookupSparseOptions, LSTMKernelType,
                              LSTMOptions, Padding, ReduceWindowFunction, ReduceWindowOptions, RNNOptions,
                              SequenceRNNOptions, StablehloPadOptions, SVDFOptions)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from runtime.errors import ModelError
-from runtime.partition import (PlanNode, Subset, largest_partitions, partition_plan, select_largest,
+from runtime.ir.errors import ModelError
+from runtime.ir.partition import (PlanNode, Subset, largest_partitions, partition_plan, select_largest,
                                side_effect_edges)
 from runtime.testing.strategies import support_sets
 

@@ -10,7 +10,7 @@ import pytest
 
 from delegates.registry import PLUGIN_GROUP, load_external, load_plugin, plugin_names
 from runtime.cli import main
-from runtime.errors import DelegateError, ScenarioError
+from runtime.ir.errors import DelegateError, ScenarioError
 from runtime.runner import run_file
 from runtime.scenario import load_scenario
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runtime.errors import ProfileError
+from runtime.ir.errors import ProfileError
 from sim.cost import OpClass, Precision
 from sim.profile import EXTRAS, PROFILE_DIR, list_profiles, load_profile, profile_from_dict, with_api_level
 from sim.spec import Profile, UnitKind

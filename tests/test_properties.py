@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from runtime.graph import DType, Graph, Op, QuantParams, Tensor
+from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
 from runtime.interpreter import Interpreter
-from runtime.optypes import OpType
-from runtime.options import Activation, AddOptions, MulOptions
+from runtime.ir.optypes import OpType
+from runtime.ir.options import Activation, AddOptions, MulOptions
 from runtime.testing.strategies import float_graphs, quant_params, quantized_arrays
 from runtime.tflite_write import dumps
 from runtime.zoo.builder import GraphBuilder
@@ -79,7 +79,7 @@ def test_int8_arithmetic_stays_in_range_and_within_a_step_of_float(op_type, qa, 
 
 @given(st.integers(0, 2**16))
 def test_int8_conv_within_a_step_of_float_conv_on_dequantized_inputs(seed):
-    from runtime.options import Conv2DOptions, Padding
+    from runtime.ir.options import Conv2DOptions, Padding
 
     rng = np.random.default_rng(seed)
     cin, cout = int(rng.integers(1, 5)), int(rng.integers(1, 5))

@@ -12,14 +12,14 @@ import pytest
 from hypothesis import assume, given, strategies as st
 
 from delegates.kernel import UnitKernel
-from runtime.graph import DType, Graph, Op, QuantParams, Tensor
+from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
 from runtime.interpreter import Interpreter
 from runtime.ops import Node, select_kernel
 from runtime.ops.base import out_size
-from runtime.optypes import OpType
-from runtime.options import (Activation, AddOptions, Conv2DOptions, DepthwiseConv2DOptions,
+from runtime.ir.optypes import OpType
+from runtime.ir.options import (Activation, AddOptions, Conv2DOptions, DepthwiseConv2DOptions,
                              FullyConnectedOptions, MulOptions, Padding, Pool2DOptions, SoftmaxOptions)
-from runtime.quant import RANGES
+from runtime.ops.quant import RANGES
 from runtime.testing.strategies import activations, float_graphs
 from sim.numerics import NumericMode, dequantize_array, float_view
 

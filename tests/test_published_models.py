@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from runtime import tflite_io
-from runtime.graph import Graph, Op, Tensor
+from runtime.ir.graph import Graph, Op, Tensor
 from runtime.interpreter import Interpreter
-from runtime.options import Padding, TransposeConvOptions
-from runtime.optypes import OpType
+from runtime.ir.options import Padding, TransposeConvOptions
+from runtime.ir.optypes import OpType
 from runtime.tflite_write import save
 from tests import litert_oracle
 
@@ -79,7 +79,7 @@ def builtin_twin(graph: Graph) -> Graph:
 
 
 def _int32():
-    from runtime.graph import DType
+    from runtime.ir.graph import DType
 
     return DType.INT32
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from runtime import quant
+from runtime.ops import quant
 
 i32 = st.integers(quant.INT32_MIN, quant.INT32_MAX)
 

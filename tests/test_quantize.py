@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from runtime import zoo
-from runtime.errors import ModelError
-from runtime.graph import DType
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType
 from runtime.interpreter import Interpreter
 from runtime.ops import HYBRID_KERNELS
-from runtime.optypes import OpType
-from runtime.options import Activation, ConcatenationOptions, FullyConnectedOptions, ReducerOptions
+from runtime.ir.optypes import OpType
+from runtime.ir.options import Activation, ConcatenationOptions, FullyConnectedOptions, ReducerOptions
 from runtime.tflite_io import load
 from runtime.tflite_write import save
 from runtime.zoo import layers as L

@@ -14,12 +14,12 @@ from delegates.hexagon import HexagonDelegate
 from delegates.registry import make_delegate
 from runtime import zoo
 from runtime.cli import main
-from runtime.errors import ModelError
-from runtime.graph import DType
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType
 from runtime.interpreter import Interpreter
 from runtime.ops import KERNELS, Node
-from runtime.optypes import OpType
-from runtime.options import Activation
+from runtime.ir.optypes import OpType
+from runtime.ir.options import Activation
 from runtime.runner import build_model
 from runtime.scenario import Quantization, scenario_from_text
 from runtime.tflite_io import load

@@ -9,10 +9,10 @@ import tempfile
 import numpy as np
 import pytest
 
-from runtime.graph import DType, Graph, Op, QuantParams, Tensor
+from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
 from runtime.interpreter import Interpreter
-from runtime.optypes import OpType
-from runtime.options import (Activation, Conv2DOptions, DepthwiseConv2DOptions, FullyConnectedOptions,
+from runtime.ir.optypes import OpType
+from runtime.ir.options import (Activation, Conv2DOptions, DepthwiseConv2DOptions, FullyConnectedOptions,
                              Padding, TransposeConvOptions)
 from runtime.tflite_write import save
 from tests.litert_oracle import available, run_litert
@@ -102,7 +102,7 @@ MAKERS = {
 
 # -- elementwise, pooling, softmax, data movement --------------------------------------------------
 
-from runtime.options import (AddOptions, ConcatenationOptions, LeakyReluOptions, MulOptions,  # noqa: E402
+from runtime.ir.options import (AddOptions, ConcatenationOptions, LeakyReluOptions, MulOptions,  # noqa: E402
                              Pool2DOptions, ReducerOptions, ResizeBilinearOptions, SoftmaxOptions, SubOptions)
 
 
@@ -216,7 +216,7 @@ def _batch_matmul(rng):
     (sa, za), (sb, zb), (so, zo) = _rand_q(rng), _rand_q(rng), _rand_q(rng, 0.05, 1.0)
     a, b = qt("a", a_shape, DType.INT8, sa, za), qt("b", (1, *b_shape), DType.INT8, sb, zb)
     y = qt("y", (2, m, n), DType.INT8, so, zo)
-    from runtime.options import BatchMatMulOptions
+    from runtime.ir.options import BatchMatMulOptions
     return Graph((a, b, y), (Op(OpType.BATCH_MATMUL, (0, 1), (2,), BatchMatMulOptions(adj_x, adj_y), version=2),),
                  (0, 1), (2,))
 
@@ -304,7 +304,7 @@ def test_sum_int8_against_optimised_kernels():
     (DType.INT4, r"tensor #0 'x' holds packed int4 weights"),
 ])
 def test_unsupported_quantization_is_rejected_naming_the_tensor(dtype, message):
-    from runtime.errors import ModelError
+    from runtime.ir.errors import ModelError
 
     x = qt("x", (1, 4), dtype, 0.1, 0)
     y = qt("y", (1, 4), dtype, 0.1, 0)
@@ -314,8 +314,8 @@ def test_unsupported_quantization_is_rejected_naming_the_tensor(dtype, message):
 
 def test_float_op_with_int8_weights_and_no_hybrid_kernel_is_refused():
     """A float op reading int8 constant weights must not fall back to the float kernel."""
-    from runtime.errors import ModelError
-    from runtime.options import BatchMatMulOptions
+    from runtime.ir.errors import ModelError
+    from runtime.ir.options import BatchMatMulOptions
 
     a = Tensor("a", (1, 2, 3), DType.FLOAT32)
     b = qt("b", (1, 3, 2), DType.INT8, 0.1, 0, np.ones((1, 3, 2), np.int8))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.errors import ModelError
+from runtime.ir.errors import ModelError
 from runtime.interpreter import Interpreter
 from tests.conftest import FIXTURES
 from tests.litert_oracle import available, run_litert, seeded_inputs

@@ -148,7 +148,7 @@ def test_make_delegate_rejects_unknown_names_keys_and_values():
 
 _CWD_DELEGATE = '''
 from delegates.api import Delegate, DelegateKernel, Support
-from runtime.optypes import OpType
+from runtime.ir.optypes import OpType
 
 
 class AddKernel(DelegateKernel):

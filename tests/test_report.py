@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from runtime import errors
+from runtime.ir import errors
 from runtime.report import FORMATS, render, write_report
 from runtime.report_plots import timeline_rows
 

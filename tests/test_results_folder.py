@@ -101,7 +101,7 @@ def test_a_folder_in_use_is_refused(tmp_path):
 
 
 def test_a_failed_run_leaves_no_empty_folder_and_no_lock(tmp_path, monkeypatch):
-    from runtime.errors import DelegateError
+    from runtime.ir.errors import DelegateError
 
     def broken(*args, **kwargs):
         raise DelegateError("boom")

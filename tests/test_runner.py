@@ -65,7 +65,7 @@ def test_trace_json_parses_with_one_counter_track_per_rail_and_a_lane_per_unit(s
 
 
 def test_a_broken_scenario_writes_nothing(tmp_path):
-    from runtime.errors import ScenarioError
+    from runtime.ir.errors import ScenarioError
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("device: pixel3\nmodel: {zoo: tiny_cnn}\ndelegates: [warp_drive: {}]\n")
@@ -75,7 +75,7 @@ def test_a_broken_scenario_writes_nothing(tmp_path):
 
 
 def test_a_bad_delegate_option_in_a_later_cell_fails_before_anything_runs(tmp_path):
-    from runtime.errors import ScenarioError
+    from runtime.ir.errors import ScenarioError
 
     bad = tmp_path / "late.yaml"
     bad.write_text("device: pixel3\nmodel: {zoo: tiny_cnn}\nmatrix:\n  delegates: [[], [gpu: {warp: 9}]]\n")

@@ -11,7 +11,7 @@ import pytest
 from delegates.registry import make_delegate
 from runtime import cli
 from runtime.interpreter import Interpreter
-from runtime.optypes import OpType
+from runtime.ir.optypes import OpType
 from runtime.tflite_io import load
 from runtime.tflite_write import save
 from runtime.zoo.quantize import quantize

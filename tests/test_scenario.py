@@ -11,7 +11,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.errors import ScenarioError
+from runtime.ir.errors import ScenarioError
 from runtime.scenario import (DelegateSpec, Distribution, Quantization, known_profiles, load_scenario,
                               scenario_from_text)
 

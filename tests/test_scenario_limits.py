@@ -12,9 +12,9 @@ import pytest
 
 from runtime import limits
 from runtime.cli import main
-from runtime.errors import ProfileError, ScenarioError
+from runtime.ir.errors import ProfileError, ScenarioError
 from runtime.scenario import load_scenario
-from runtime.yamlcheck import MAX_DEPTH, MAX_VALUES
+from runtime.ir.yamlcheck import MAX_DEPTH, MAX_VALUES
 from sim.profile import PROFILE_DIR, load_profile
 
 HEAD = "device: pixel3\nmodel:\n  zoo: tiny_cnn\n"     # lines 1-3; cases append from line 4

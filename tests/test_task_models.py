@@ -166,7 +166,7 @@ def test_every_task_fixture_is_in_the_table():
 
 @pytest.mark.parametrize("name", list(KNOWN_GAPS), ids=_ids(KNOWN_GAPS))
 def test_a_known_gap_is_refused_by_name_until_a_kernel_runs_it(name):
-    from runtime.errors import ModelError
+    from runtime.ir.errors import ModelError
 
     with pytest.raises(ModelError, match=KNOWN_GAPS[name]):
         tflite_io.load(FIXTURES / name)

@@ -7,12 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.errors import ModelError
-from runtime.graph import DType, Graph, Op, QuantParams, Tensor
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
 from runtime.interpreter import Interpreter
-from runtime.optypes import OpType
-from runtime.options import ConcatenationOptions
+from runtime.ir.optypes import OpType
+from runtime.ir.options import ConcatenationOptions
 from runtime.tflite_write import save
+from runtime.ops.validate import validate_graph
 from tests.litert_oracle import available, run_litert
 
 litert = pytest.mark.skipif(not available(), reason="LiteRT (ai-edge-litert) is not installed")
@@ -81,7 +82,7 @@ def _growing_slice() -> Graph:
 @litert
 def test_a_dynamic_tensor_is_checked_at_its_run_time_shape_not_its_placeholder(tmp_path):
     graph = _growing_slice()
-    graph.validate()  # was: CONCATENATION input [2, 3] does not concatenate with [1, 1]
+    validate_graph(graph)  # was: CONCATENATION input [2, 3] does not concatenate with [1, 1]
     rng = np.random.default_rng(0)
     path = tmp_path / "slice.tflite"
     save(graph, path)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from runtime import tflite_io, zoo
-from runtime.errors import ModelError
-from runtime.graph import DType, Graph, Op, OpType, Signature, Tensor
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType, Graph, Op, OpType, Signature, Tensor
 from runtime.interpreter import Interpreter
-from runtime.options import Conv2DOptions
+from runtime.ir.options import Conv2DOptions
 from runtime.tflite_write import dumps, save
 
 
@@ -92,7 +92,7 @@ def test_custom_op_is_named():
 def test_unsupported_quantization_details_are_rejected(tiny_bytes):
     # A per-channel tensor with mismatched zero points is named by index and name.
     x = Tensor("x", (2, 3), DType.INT8)
-    from runtime.graph import QuantParams
+    from runtime.ir.graph import QuantParams
     y = Tensor("y", (2, 3), DType.INT8, quant=QuantParams((0.1, 0.2), (0, 0, 0), 1))
     data = dumps(Graph((x, y), (Op(OpType.RELU, (0,), (1,)),), (0,), (1,)))
     with pytest.raises(ModelError, match=r"tensor #1 'y' has 2 scales but 3 zero points"):
@@ -104,10 +104,10 @@ def test_a_constant_of_zero_elements_reads_as_empty_as_litert_runs_it(tmp_path):
     op as an identity, where the reader once called the axes 'used before it is defined'."""
     import numpy as np
 
-    from runtime.graph import DType, Graph, Op, Tensor
+    from runtime.ir.graph import DType, Graph, Op, Tensor
     from runtime.interpreter import Interpreter
-    from runtime.options import ReducerOptions
-    from runtime.optypes import OpType
+    from runtime.ir.options import ReducerOptions
+    from runtime.ir.optypes import OpType
     from runtime.tflite_write import save
     from tests.litert_oracle import available, run_litert
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from runtime import zoo
-from runtime.errors import ModelError
+from runtime.ir.errors import ModelError
 from runtime.interpreter import Interpreter
 
 SMALL = {

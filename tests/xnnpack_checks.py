@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from runtime.graph import DType, Graph, Op, OpType, Tensor
-from runtime.options import Activation, Padding
+from runtime.ir.graph import DType, Graph, Op, OpType, Tensor
+from runtime.ir.options import Activation, Padding
 
 if TYPE_CHECKING:
     from tests.xnnpack_like import XnnpackLike

@@ -25,7 +25,7 @@ plan, i.e. it assumes XNNPACK is the first delegate applied, as it is in LiteRT.
 from __future__ import annotations
 
 from delegates.api import YES, Delegate, DelegateKernel, DelegateOptions, Support
-from runtime.graph import Graph, Op
+from runtime.ir.graph import Graph, Op
 from tests.xnnpack_checks import XNN_MAX_TENSOR_DIMS, _Checks, _Refused, _unpacks_static_weights
 from tests.xnnpack_visitors import _VISITORS
 

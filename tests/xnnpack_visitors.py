@@ -6,8 +6,8 @@ from typing import Callable
 
 import numpy as np
 
-from runtime.graph import DType, OpType, Tensor
-from runtime.options import Activation, Padding
+from runtime.ir.graph import DType, OpType, Tensor
+from runtime.ir.options import Activation, Padding
 from tests.xnnpack_checks import XNN_MAX_TENSOR_DIMS, _F32, _Checks, _legacy_params, _no, _normal_positive
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from runtime.ops import (conv, dense, densify, elementwise as ew, hybrid, lstm, pool, qconv, qdata,
                          qelementwise as qew, qpool, qsoftmax, reduce, resize, shape, softmax)
-from runtime import custom_ops
+from runtime.ops import custom_ops
 from runtime.ops import detection, mediapipe
 from runtime.ops import batch_space, index, nms, segment
 from runtime.ops import argreduce, compare as cmp, mathops as mth, norm, qmath
 from runtime.ops.base import Kernel, Node
-from runtime.optypes import DATA_INPUT, OpType
+from runtime.ir.optypes import DATA_INPUT, OpType
 
 __all__ = ["KERNELS", "QUANT_KERNELS", "HYBRID_KERNELS", "Kernel", "Node", "select_kernel", "data_tensor"]
 

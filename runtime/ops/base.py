@@ -7,9 +7,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from runtime.errors import ModelError
-from runtime.graph import Graph, Op, Tensor
-from runtime.options import Activation, Padding, options_or_default
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import Graph, Op, Tensor
+from runtime.ir.options import Activation, Padding, options_or_default
 
 Kernel = Callable[..., Any]
 

@@ -1,5 +1,5 @@
 """Complex-number kernels (RFFT2D, REAL, IMAG, COMPLEX_ABS) and BITCAST, which reads one element type's
-bytes as another's. The checks (runtime/opcheck_misc.py) have fixed every shape and type before these run."""
+bytes as another's. The checks (runtime/ops/opcheck_misc.py) have fixed every shape and type before these run."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.ops.base import Kernel, Node
-from runtime.optypes import OpType
+from runtime.ir.optypes import OpType
 
 __all__ = ["KERNELS", "STATEFUL", "if_", "while_", "call_once", "var_handle", "read_variable", "assign_variable"]
 

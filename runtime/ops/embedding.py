@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.ops.base import Node
-from runtime.options import CombinerType
+from runtime.ir.options import CombinerType
 
 F32 = np.float32
 

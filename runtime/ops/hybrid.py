@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime import quant
+from runtime.ops import quant
 from runtime.ops import conv
 from runtime.ops.base import Node, activate, pad_before
 from runtime.ops.lstm import BIAS, C_STATE, H_STATE, NORM, PEEP, PROJ_B, PROJ_W, W_H, W_X
 from runtime.ops.qconv import exact_matmul
-from runtime.options import Activation
+from runtime.ir.options import Activation
 
 F32 = np.float32
 # |q| <= 128 against |w| <= 128 (int8 weights, inputs quantized to int8).

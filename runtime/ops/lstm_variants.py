@@ -15,7 +15,7 @@ import numpy as np
 
 from runtime.ops import hybrid, lstm
 from runtime.ops.base import Node
-from runtime.options import UnidirectionalSequenceLSTMOptions
+from runtime.ir.options import UnidirectionalSequenceLSTMOptions
 
 F32 = np.float32
 _UNI_SLOTS = 24   # the unidirectional layout (tflite/kernels/lstm_shared.h)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from runtime import quant
+from runtime.ops import quant
 from runtime.ops.base import Node
 
 _F32 = np.float32

@@ -16,8 +16,8 @@ from typing import Sequence
 import numpy as np
 
 from runtime.ops.base import Node, activate
-from runtime.custom_ops import CustomOp
-from runtime.options import Activation
+from runtime.ops.custom_ops import CustomOp
+from runtime.ir.options import Activation
 
 # TfLitePadding and TfLiteFusedActivation as the C API numbers them.
 _SAME, _VALID = 1, 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from runtime.ops import complex as cx, random as rnd, stablehlo_index as shi
 from runtime.ops.base import Kernel
-from runtime.optypes import OpType
+from runtime.ir.optypes import OpType
 
 KERNELS: dict[OpType, Kernel] = {
     OpType.RFFT2D: cx.rfft2d,

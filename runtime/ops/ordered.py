@@ -16,7 +16,7 @@ import weakref
 
 import numpy as np
 
-from runtime.graph import DType, Graph
+from runtime.ir.graph import DType, Graph
 
 __all__ = ["in_dynamic_range_model", "ordered_matmul"]
 

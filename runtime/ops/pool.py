@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.opcheck import pool_taps
+from runtime.ops.opcheck import pool_taps
 from runtime.ops.base import Node, activate, out_size, pad_before
 
 

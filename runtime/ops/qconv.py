@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime import quant
+from runtime.ops import quant
 from runtime.ops import conv
 from runtime.ops.base import Node
 

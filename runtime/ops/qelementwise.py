@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime import quant
+from runtime.ops import quant
 from runtime.ops.base import Node
-from runtime.options import Activation
+from runtime.ir.options import Activation
 
 _LEFT_SHIFT = 20  # ADD/SUB scale inputs up by 2**20 before rescaling (int8 and uint8)
 

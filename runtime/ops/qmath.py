@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime import quant
+from runtime.ops import quant
 from runtime.ops import mathops
 from runtime.ops.base import Node
 from runtime.ops.compare import comparison

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime import quant
+from runtime.ops import quant
 from runtime.ops import pool
 from runtime.ops.base import Node
-from runtime.options import Padding
+from runtime.ir.options import Padding
 
 
 def _clamp(node: Node, v: np.ndarray, dtype) -> np.ndarray:

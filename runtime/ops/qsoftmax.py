@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime import quant
+from runtime.ops import quant
 from runtime.ops.base import Node
 
 _DIFF_INT_BITS = 5      # kScaledDiffIntegerBits

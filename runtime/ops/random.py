@@ -197,7 +197,7 @@ def stablehlo_rng_bit_generator(node: Node, state: np.ndarray) -> tuple[np.ndarr
     state word's halves; the 64-bit counter is the second word, bumped once per block (4 words for
     Philox, 2 for Threefry). Philox's upper counter words are the third state word when there is
     one, else the key again, as LiteRT reads them."""
-    from runtime.options import RngAlgorithm
+    from runtime.ir.options import RngAlgorithm
 
     words = state.astype(np.uint64).view(np.uint32)
     out = node.output(1)

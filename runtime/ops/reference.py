@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.optypes import OpType
+from runtime.ir.optypes import OpType
 
 __all__ = ["REFERENCE_OPS", "UNSUPPORTED", "implemented", "coverage"]
 
@@ -42,7 +42,7 @@ _RESOURCES = "keeps a hash table resource (string keys and values), which no ker
 UNSUPPORTED: dict[OpType, str] = {
     OpType.DELEGATE: _NOT_A_KERNEL,
     OpType.PLACEHOLDER_FOR_GREATER_OP_CODES: _NOT_A_KERNEL,
-    OpType.CUSTOM: "custom ops run through the custom op registry (runtime/custom_ops.py), by custom code",
+    OpType.CUSTOM: "custom ops run through the custom op registry (runtime/ops/custom_ops.py), by custom code",
     OpType.CALL: "a removed op: the schema keeps its number, TFLite has no kernel",
     OpType.CONCAT_EMBEDDINGS: "a removed op: the schema keeps its number, TFLite has no kernel",
     OpType.HASHTABLE_LOOKUP: _STRINGS,

@@ -13,7 +13,7 @@ import numpy as np
 
 from runtime.ops.base import Node, activate
 from runtime.ops.hybrid import _matvec, _quantize_rows, eigen_tanh
-from runtime.options import Activation
+from runtime.ir.options import Activation
 
 F32 = np.float32
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from runtime.ops import conv3d, embedding, lstm_variants as lv, rnn, stablehlo as shlo, svdf
 from runtime.ops.base import Kernel
-from runtime.optypes import OpType
+from runtime.ir.optypes import OpType
 
 KERNELS: dict[OpType, Kernel] = {
     OpType.RNN: rnn.rnn,

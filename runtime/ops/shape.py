@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.ops.base import Node, activate, axis_of
-from runtime.options import MirrorPadMode
+from runtime.ir.options import MirrorPadMode
 
 
 def reshape(node: Node, x: np.ndarray, shape: np.ndarray | None = None) -> np.ndarray:

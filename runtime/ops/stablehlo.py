@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from runtime.ops.base import Node
-from runtime.options import ReduceWindowFunction
+from runtime.ir.options import ReduceWindowFunction
 
 
 # -- elementwise: same shapes and types, no broadcasting, no fused activation ----------------------

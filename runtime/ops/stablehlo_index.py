@@ -4,7 +4,7 @@ type is moved or combined as raw values: 8-bit data is not requantized, integer 
 
 Scatter and reduce-window name a body subgraph; LiteRT's kernels run no body but read the type of its
 one op (scatter: none at all means "replace") and apply that computation themselves. The checks
-(runtime/opcheck_misc.py) refuse every other body before a kernel runs."""
+(runtime/ops/opcheck_misc.py) refuse every other body before a kernel runs."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import numpy as np
 
 from runtime.ops.base import Node
 from runtime.ops.stablehlo import _REDUCERS, pad_positions, window_output_shape
-from runtime.options import ReduceWindowFunction
-from runtime.optypes import OpType
+from runtime.ir.options import ReduceWindowFunction
+from runtime.ir.optypes import OpType
 
 # -- body subgraphs ---------------------------------------------------------------------------------
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime import quant
+from runtime.ops import quant
 from runtime.ops.base import Node, activate
 from runtime.ops.hybrid import _matvec, _quantize_rows, eigen_tanh
 from runtime.ops.qconv import exact_matmul
-from runtime.options import Activation
+from runtime.ir.options import Activation
 
 F32 = np.float32
 

@@ -18,8 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Collection, Sequence
 
-from runtime.graph import DType, Graph, Op
-from runtime.optypes import OpType
+from runtime.ir.graph import DType, Graph, Op
+from runtime.ir.optypes import OpType
 
 __all__ = ["Temporary", "temporaries", "prepared_by_allocation"]
 
@@ -219,7 +219,7 @@ def _rfft2d(op, graph, shape):
 def _stablehlo_reduce_window(op, graph, shape):
     """stablehlo_reduce_window.cc adds two slots in Init, typed in Prepare: the input dilated by the
     base dilations, then padded (both of the input's type)."""
-    from runtime.opcheck_misc import padded_shape
+    from runtime.ops.opcheck_misc import padded_shape
     from runtime.ops.stablehlo_index import window_attributes
 
     x = shape(op.inputs[0])

@@ -7,9 +7,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from runtime.graph import DType, Graph, Op, QuantParams, Tensor
-from runtime.optypes import OpType
-from runtime.options import (Activation, AddOptions, ConcatenationOptions, Conv2DOptions,
+from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
+from runtime.ir.optypes import OpType
+from runtime.ir.options import (Activation, AddOptions, ConcatenationOptions, Conv2DOptions,
                              DepthToSpaceOptions, DepthwiseConv2DOptions, DivOptions,
                              FullyConnectedOptions, GatherOptions, LeakyReluOptions, MulOptions,
                              PackOptions, Padding, Pool2DOptions, ReducerOptions, ReshapeOptions,
@@ -17,6 +17,7 @@ from runtime.options import (Activation, AddOptions, ConcatenationOptions, Conv2
                              SpaceToDepthOptions, SplitOptions, StridedSliceOptions, SubOptions,
                              TransposeConvOptions, UnpackOptions)
 from runtime.zoo.builder import GraphBuilder
+from runtime.ops.validate import validate_graph
 
 __all__ = ["Picks", "Domain", "sample", "Context", "BUILDERS", "WEIGHT_INPUT", "conversion_graph"]
 
@@ -371,4 +372,4 @@ def conversion_graph(p: Picks, op_type: OpType, dtype: str) -> tuple[Graph, tupl
                   else Tensor("source", shape, kind, _params(p, dtype)))
         tensors = (source, quantized)
         op = Op(OpType.QUANTIZE, (0,), (1,), version=2 if kind is DType.INT8 else 1)
-    return Graph(tensors, (op,), (0,), (1,), "single_op").validate(), (Domain.REAL,)
+    return validate_graph(Graph(tensors, (op,), (0,), (1,), "single_op")), (Domain.REAL,)

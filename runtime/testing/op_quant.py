@@ -7,10 +7,11 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.graph import DType, Graph, QuantParams, Tensor
-from runtime.optypes import OpType
+from runtime.ir.graph import DType, Graph, QuantParams, Tensor
+from runtime.ir.optypes import OpType
 from runtime.testing.op_builders import Domain, sample
 from runtime.zoo.quantize import to_int8
+from runtime.ops.validate import validate_graph
 
 __all__ = ["quantized_graph", "to_uint8"]
 
@@ -80,4 +81,4 @@ def to_uint8(graph: Graph) -> Graph:
             tensors[bias] = _rebiased(graph.tensors[bias], tensors[x].quant.scale[0], tensors[w].quant.scale[0])
     # The converter's uint8 ops are the first versions: the int8 bumps do not apply.
     ops = tuple(dataclasses.replace(op, version=1) for op in graph.ops)
-    return Graph(tuple(tensors), ops, graph.inputs, graph.outputs, graph.name, graph.signatures).validate()
+    return validate_graph(Graph(tuple(tensors), ops, graph.inputs, graph.outputs, graph.name, graph.signatures))

@@ -24,8 +24,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from hypothesis import strategies as st
 
-from runtime.graph import Graph
-from runtime.optypes import OpType
+from runtime.ir.graph import Graph
+from runtime.ir.optypes import OpType
 from runtime.testing import op_builders as ob
 from runtime.testing.op_builders import Domain, Picks
 from runtime.testing.op_quant import quantized_graph

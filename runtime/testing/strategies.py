@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from runtime.graph import DType, QuantParams
-from runtime.optypes import OpType
-from runtime.options import (Activation, AddOptions, ConcatenationOptions, Conv2DOptions,
+from runtime.ir.graph import DType, QuantParams
+from runtime.ir.optypes import OpType
+from runtime.ir.options import (Activation, AddOptions, ConcatenationOptions, Conv2DOptions,
                              DepthwiseConv2DOptions, MulOptions, Padding, Pool2DOptions, ResizeBilinearOptions)
 from runtime.zoo.builder import GraphBuilder
 
@@ -81,7 +81,7 @@ def _binary(draw, b: GraphBuilder, x: int, others: list[int]) -> int:
         y = b.const(f"c{len(b.ops)}", b.rng.normal(0.5, 0.5, b.shape(x)[-1]).astype(np.float32))
     opts = AddOptions(draw(activations)) if kind is not OpType.MUL else MulOptions(draw(activations))
     if kind is OpType.SUB:
-        from runtime.options import SubOptions
+        from runtime.ir.options import SubOptions
 
         opts = SubOptions(opts.fused_activation_function)
     return b.op(kind, [x, y], opts)

@@ -6,8 +6,8 @@ import inspect
 import math
 from typing import Any, Callable
 
-from runtime.errors import ModelError
-from runtime.graph import Graph
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import Graph
 from runtime.zoo import models
 
 MODELS: dict[str, Callable[..., Graph]] = {

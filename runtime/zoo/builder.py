@@ -6,10 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from runtime.graph import DType, Graph, Op, Tensor
+from runtime.ir.graph import DType, Graph, Op, Tensor
 from runtime.ops import KERNELS, Node
-from runtime.optypes import OpType
-from runtime.options import FOR_OP
+from runtime.ir.optypes import OpType
+from runtime.ir.options import FOR_OP
+from runtime.ops.validate import validate_graph
 
 
 class GraphBuilder:
@@ -68,5 +69,5 @@ class GraphBuilder:
         return outs[0] if len(outs) == 1 else outs
 
     def build(self, outputs: list[int]) -> Graph:
-        return Graph(tensors=tuple(self.tensors), ops=tuple(self.ops), inputs=tuple(self.inputs),
-                     outputs=tuple(outputs), name=self.name).validate()
+        return validate_graph(Graph(tensors=tuple(self.tensors), ops=tuple(self.ops), inputs=tuple(self.inputs),
+                     outputs=tuple(outputs), name=self.name))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.optypes import OpType
-from runtime.options import (Activation, ConcatenationOptions, Conv2DOptions, DepthwiseConv2DOptions,
+from runtime.ir.optypes import OpType
+from runtime.ir.options import (Activation, ConcatenationOptions, Conv2DOptions, DepthwiseConv2DOptions,
                              FullyConnectedOptions, Padding, Pool2DOptions, ReshapeOptions, SoftmaxOptions)
 from runtime.zoo.builder import GraphBuilder
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.graph import Graph
-from runtime.optypes import OpType
-from runtime.options import Activation, Padding, ReducerOptions
+from runtime.ir.graph import Graph
+from runtime.ir.optypes import OpType
+from runtime.ir.options import Activation, Padding, ReducerOptions
 from runtime.zoo import layers as L
 from runtime.zoo.builder import GraphBuilder
 

@@ -7,9 +7,10 @@ from typing import Callable
 
 import numpy as np
 
-from runtime.errors import ModelError
-from runtime.graph import DType, Graph, Op, QuantParams, Signature, Tensor
-from runtime.optypes import OpType
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType, Graph, Op, QuantParams, Signature, Tensor
+from runtime.ir.optypes import OpType
+from runtime.ops.validate import validate_graph
 
 _INT8_MIN, _INT8_MAX = -128, 127
 _INT32 = np.iinfo(np.int32)
@@ -42,13 +43,13 @@ class _Rewriter:
         def sig_map(pairs):
             return tuple((n, new[t]) for n, t in pairs)
 
-        return Graph(
+        return validate_graph(Graph(
             tensors=tuple(self.tensors[t] for t in used),
             ops=tuple(dataclasses.replace(op, inputs=tuple(new[t] for t in op.inputs),
                                           outputs=tuple(new[t] for t in op.outputs)) for op in ops),
             inputs=tuple(new[t] for t in inputs), outputs=tuple(new[t] for t in outputs), name=g.name,
             signatures=tuple(Signature(s.key, sig_map(s.inputs), sig_map(s.outputs)) for s in g.signatures),
-        ).validate()
+        ))
 
 
 def _swap_inputs(op: Op, swap: dict[int, int]) -> Op:

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from runtime.errors import ModelError
-from runtime.graph import DType, Graph, Op, Tensor
-from runtime.optypes import OpType
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType, Graph, Op, Tensor
+from runtime.ir.optypes import OpType
 from runtime.zoo.quant_base import (_Rewriter, _swap_inputs, _require_float, _quantize_f64_even, _symmetric_weights, _hybrid_version)
 
 __all__ = ["CALIBRATED", "MODES", "quantize", "to_float16", "to_dynamic_range", "to_int8", "to_uint8"]

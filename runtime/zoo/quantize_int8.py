@@ -11,9 +11,10 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from runtime.errors import ModelError
-from runtime.graph import DType, Graph, Op, QuantParams, Tensor
-from runtime.optypes import OpType
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
+from runtime.ir.optypes import OpType
+from runtime.ops.evaluate import evaluate
 from runtime.zoo.quant_base import (_INT8_MIN, _INT32, _Rewriter, _quantize_f32, _round_half_away,
                                   _swap_inputs, _symmetric_weights, _transpose_conv_version)
 
@@ -117,20 +118,13 @@ def _samples(graph: Graph, representative_data: Any) -> Iterable[list[np.ndarray
 def calibrate(graph: Graph, representative_data: Any) -> dict[int, tuple[float, float]]:
     """Min and max of every float activation over all samples, running the float graph (the
     converter's calibrator keeps the overall min and max the same way)."""
-    from runtime.interpreter import Interpreter  # the interpreter imports the zoo's neighbours
-
-    it = Interpreter(graph=graph)
-    it.allocate_tensors()
     watched = [t for t, tensor in enumerate(graph.tensors) if _float_activation(tensor)]
     lo = np.full(len(graph.tensors), np.inf)
     hi = np.full(len(graph.tensors), -np.inf)
     count = 0
-    for arrays in _samples(graph, representative_data):
-        for t, a in zip(graph.inputs, arrays):
-            it.set_tensor(t, a)
-        it.invoke()
+    for values in evaluate(graph, _samples(graph, representative_data)):
         for t in watched:
-            v = it.tensor(t)()
+            v = values[t]
             if v is not None and v.size:
                 lo[t] = min(lo[t], float(v.min()))
                 hi[t] = max(hi[t], float(v.max()))

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from runtime.graph import DType, Graph, Op, QuantParams, Tensor
-from runtime.optypes import OpType
-from runtime.options import Activation
+from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
+from runtime.ir.optypes import OpType
+from runtime.ir.options import Activation
 from runtime.zoo.quant_base import _quantize_f32
 from runtime.zoo.quantize_int8 import (_INT8_VERSION, _RESCALING, Int8Rewriter, _activation_params,
                                        _float_activation, _int8_version, calibrate, check_int8_support)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from runtime.errors import ModelError
+from runtime.ir.errors import ModelError
 
 __all__ = ["CustomOp", "CUSTOM_OPS", "register", "register_custom_op", "unregister_custom_op", "lookup", "params",
            "flex_options", "MAX_OPTION_BYTES"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from delegates.conformance_report import CaseResult, Verdict
+from runtime.conformance_report import CaseResult, Verdict
 
 _RUN = pytest.StashKey()
 _RESULTS = pytest.StashKey()
@@ -29,7 +29,7 @@ def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("delegate_conformance")
     if not path:
         return
-    from delegates.conformance import ConformanceRun
+    from runtime.conformance import ConformanceRun
 
     ops = config.getoption("conformance_ops")
     try:
@@ -59,7 +59,7 @@ class ConformanceItem(pytest.Item):
         self.planned = planned
 
     def runtest(self) -> None:
-        from delegates.conformance_lifecycle import FailAt
+        from runtime.conformance_lifecycle import FailAt
 
         run = self.config.stash[_RUN]
         if isinstance(self.planned, CaseResult):  # a contract case, judged when collected
@@ -104,7 +104,7 @@ def _item_name(name: str) -> str:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
     if _RUN not in config.stash:
         return
-    from delegates.conformance_lifecycle import FailAt
+    from runtime.conformance_lifecycle import FailAt
 
     run = config.stash[_RUN]
     try:

@@ -1,5 +1,5 @@
 """Per-op checks (TFLite's Prepare) for comparisons, logic, selection, elementwise maths, arg/reductions
-and normalisations; runtime.opcheck registers RULES and lets them check their own output types."""
+and normalisations; runtime.ops.opcheck registers RULES and lets them check their own output types."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from runtime.graph import DType
-from runtime.optypes import OpType
+from runtime.ir.graph import DType
+from runtime.ir.optypes import OpType
 
 Shape = tuple[int, ...]
 
@@ -308,13 +308,11 @@ def _lrn(c):
     return [x]
 
 
-def _l2_pool(c):
-    from runtime.opcheck import _pool  # the pool geometry rule (late: that module imports this one)
-
-    out = _pool(c)
+def float_in_out(c) -> None:
+    """Input 0 and every output are float32 (L2_POOL_2D: its geometry is the pools' own rule, in
+    runtime/ops/opcheck.py, which adds this)."""
     _types(c, {F32}, 0)
     _out(c, F32)
-    return out
 
 
 _CMP_ORDERED = _compare(_ORDERED)
@@ -339,5 +337,5 @@ RULES = {
     OpType.ARG_MAX: _arg_min_max, OpType.ARG_MIN: _arg_min_max, OpType.CUMSUM: _cumsum,
     OpType.REDUCE_PROD: _reduce({F32, I32, I64, I8}), OpType.REDUCE_ANY: _reduce({BOOL}),
     OpType.REDUCE_ALL: _reduce({BOOL}),
-    OpType.L2_NORMALIZATION: _l2_norm, OpType.LOCAL_RESPONSE_NORMALIZATION: _lrn, OpType.L2_POOL_2D: _l2_pool,
+    OpType.L2_NORMALIZATION: _l2_norm, OpType.LOCAL_RESPONSE_NORMALIZATION: _lrn,
 }

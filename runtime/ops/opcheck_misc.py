@@ -1,8 +1,8 @@
 """Op checks (TFLite's Prepare, and what its Eval refuses) for the complex-number ops, BITCAST, the random
 draws and the StableHLO gather/scatter/window ops (runtime/ops/misc_kernels.py). Registered in
-runtime/opcheck.py's _RULES; every rule checks its own output types.
+runtime/ops/opcheck.py's _RULES; every rule checks its own output types.
 
-Each rule gets the op under check (runtime.opcheck._Op) and returns its output shapes, None where
+Each rule gets the op under check (runtime.ops.opcheck._Op) and returns its output shapes, None where
 only a run-time value can tell. Where LiteRT's kernel would read or write outside a tensor (an
 index vector dimension past the indices' rank, a negative scatter target) the model is refused:
 LiteRT's answer there is undefined."""
@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from runtime.graph import DType
-from runtime.optypes import OpType
+from runtime.ir.graph import DType
+from runtime.ir.optypes import OpType
 
 F16, F32, F64, C64, C128 = DType.FLOAT16, DType.FLOAT32, DType.FLOAT64, DType.COMPLEX64, DType.COMPLEX128
 I8, I16, I32, I64, BOOL = DType.INT8, DType.INT16, DType.INT32, DType.INT64, DType.BOOL
@@ -167,7 +167,7 @@ def _multinomial(c):
 def _rng_bit_generator(c):
     """State uint64 [2] (Threefry) or [2] / [3] (Philox, the default); the new state has its shape,
     the random bits fill the output as declared (LiteRT takes its shape from the model)."""
-    from runtime.options import RngAlgorithm
+    from runtime.ir.options import RngAlgorithm
 
     c.arity(1, 1, 2)
     c.typed(0, (U64,), "initial state")

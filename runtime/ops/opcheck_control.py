@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import math
-import weakref
 
-from runtime import options as opt
-from runtime.errors import ModelError
-from runtime.graph import DType, Graph
-from runtime.optypes import OpType
+from runtime.ir import options as opt
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType, Graph
+from runtime.ir.optypes import OpType
 
 __all__ = ["RULES", "MAX_CALL_DEPTH", "MAX_SUBGRAPH_RUNS", "resource_allowed", "calls", "check_calls",
-           "reachable", "dynamic_outputs"]
+           "reachable"]
 
 # Subgraphs calling subgraphs calling ...: converted models nest a few levels (a loop in a branch);
 # each level is a Python call chain here, so a deep chain is refused before it overflows the stack.
@@ -186,10 +185,8 @@ def _passes_shapes(c, sub: Graph, field: str, ins: list[int]) -> bool:
     shapes = {s: tuple(c.shape_of(t)) for t, s in zip(ins, sub.inputs)}
     if all(shape == sub.tensors[s].shape for s, shape in shapes.items()):
         return True
-    from runtime.opcheck import check_graph
-
     try:
-        check_graph(sub, shapes, strict=False, model=c.model)
+        c.check_subgraph(sub, shapes)
     except ModelError as exc:
         raise c.fail(f"at the shapes it passes, {_label(c, field)} (options.{field}) fails: {exc}") from None
     return False
@@ -306,37 +303,3 @@ RULES = {
     OpType.IF: _if, OpType.WHILE: _while, OpType.CALL_ONCE: _call_once, OpType.VAR_HANDLE: _var_handle,
     OpType.READ_VARIABLE: _read_variable, OpType.ASSIGN_VARIABLE: _assign_variable,
 }
-
-
-# -- what TFLite's Prepare makes dynamic-sized (a delegate for static shapes only then declines) ----
-
-_HAS_DYNAMIC: "weakref.WeakKeyDictionary[Graph, bool]" = weakref.WeakKeyDictionary()
-
-
-def dynamic_outputs(model: Graph, op) -> bool:
-    """Whether the op's Prepare makes its outputs dynamic-sized: READ_VARIABLE always (the value's
-    shape is known only when it runs, read_variable.cc); IF when a branch has dynamic tensors or
-    the branches' outputs differ in shape (if.cc); WHILE when its body has dynamic tensors or
-    gives a loop value back in another shape (while.cc)."""
-    if op.type is OpType.READ_VARIABLE:
-        return True
-    if op.type not in (OpType.IF, OpType.WHILE):
-        return False
-    try:
-        subs = [model.subgraph(k) for _, k in calls(op)]
-    except ModelError:  # the checks name it
-        return False
-    if op.type is OpType.IF:
-        shapes = {tuple(s.tensors[t].shape for t in s.outputs) for s in subs}
-        return len(shapes) > 1 or any(_has_dynamic(model, s) for s in subs)
-    body = subs[1]
-    changes = any(body.tensors[a].shape != body.tensors[b].shape for a, b in zip(body.inputs, body.outputs))
-    return changes or _has_dynamic(model, body)
-
-
-def _has_dynamic(model: Graph, sub: Graph) -> bool:
-    if sub not in _HAS_DYNAMIC:
-        from runtime.delegation import dynamic_tensors
-
-        _HAS_DYNAMIC[sub] = bool(dynamic_tensors(sub, model))
-    return _HAS_DYNAMIC[sub]

@@ -17,11 +17,11 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from delegates.api import Delegate, DelegateError
-from delegates.conformance_contract import contract_problems
-from delegates.conformance_lifecycle import FailAt, lifecycle_case
-from delegates.conformance_report import CaseResult, ConformanceReport, Verdict
-from runtime.graph import DType, Tensor
-from runtime.optypes import OpType
+from runtime.conformance_contract import contract_problems
+from runtime.conformance_lifecycle import FailAt, lifecycle_case
+from runtime.conformance_report import CaseResult, ConformanceReport, Verdict
+from runtime.ir.graph import DType, Tensor
+from runtime.ir.optypes import OpType
 from sim.numerics import NumericMode
 
 __all__ = ["Tolerance", "TOLERANCES", "PlannedCase", "ConformanceRun", "run_conformance",

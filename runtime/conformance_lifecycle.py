@@ -9,8 +9,8 @@ import numpy as np
 
 from delegates import contract
 from delegates.api import Delegate, DelegateKernel, Support
-from runtime.errors import DelegateError
-from runtime.graph import Graph, Op
+from runtime.ir.errors import DelegateError
+from runtime.ir.graph import Graph, Op
 
 __all__ = ["FailAt", "FaultyDelegate", "lifecycle_case"]
 
@@ -39,7 +39,7 @@ def _adopt(wrapper: Any, inner: Any, owner: type) -> None:
     object's own (its bound methods, its attributes' values), so the framework sees the real one."""
     for hook in contract.hooks(owner):
         if hook.name not in _FAILING:
-            setattr(wrapper, hook.name, getattr(inner, hook.name))
+            setattr(wrapper, hook.name, hook.of(inner))
 
 
 class _FaultyKernel(DelegateKernel):
@@ -82,13 +82,13 @@ class FaultyDelegate(Delegate):
 
 
 def _one(graph: Graph, inputs: Sequence[np.ndarray], reference: Sequence[np.ndarray],
-         delegate: FaultyDelegate, device: Any) -> str:
+         faulty: FaultyDelegate, device: Any) -> str:
     """'' when the failure is handled as TFLite handles it, else what went wrong."""
     from runtime.interpreter import Interpreter
 
-    it = Interpreter(graph=graph, experimental_delegates=[delegate], device=device, num_threads=1)
+    it = Interpreter(graph=graph, experimental_delegates=[faulty], device=device, num_threads=1)
     delegation = it.simulation.delegation
-    late = delegate.at is FailAt.INVOKE
+    late = faulty.at is FailAt.INVOKE
     if late and delegation.restored:
         return f"the delegate failed before invoke: {delegation.per_delegate[-1].error}"
     if not late and not delegation.restored:

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from runtime.errors import TestbedError
+from runtime.ir.errors import TestbedError
 
 __all__ = ["Key", "Ctx", "dotted", "parse", "kind", "suggest", "mapping", "text", "flag", "integer", "number",
            "member", "freeze", "overlay"]

@@ -8,8 +8,8 @@ import heapq
 from dataclasses import dataclass
 from typing import Collection, Iterable, Sequence
 
-from runtime.errors import ModelError
-from runtime.graph import Graph
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import Graph
 
 __all__ = ["PlanNode", "Subset", "Partition", "partition_plan", "largest_partitions", "select_largest",
            "side_effect_edges"]

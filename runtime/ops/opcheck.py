@@ -10,15 +10,15 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from runtime import options as opt
-from runtime.errors import ModelError
-from runtime.graph import DType, Graph, Tensor, printable
-from runtime.optypes import DATA_INPUT, OpType
-from runtime.opcheck_math import RULES as _MATH_RULES
-from runtime.opcheck_index import OWN_OUTPUT_TYPE as _INDEX_OWN_TYPES, RULES as _INDEX_RULES
-from runtime.opcheck_seq import RULES as _SEQ_RULES
-from runtime.opcheck_misc import RULES as _MISC_RULES
-from runtime.opcheck_control import RULES as _CONTROL_RULES, resource_allowed
+from runtime.ir import options as opt
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import DType, Graph, Tensor, printable
+from runtime.ir.optypes import DATA_INPUT, OpType
+from runtime.ops.opcheck_math import RULES as _MATH_RULES, float_in_out
+from runtime.ops.opcheck_index import OWN_OUTPUT_TYPE as _INDEX_OWN_TYPES, RULES as _INDEX_RULES
+from runtime.ops.opcheck_seq import RULES as _SEQ_RULES
+from runtime.ops.opcheck_misc import RULES as _MISC_RULES
+from runtime.ops.opcheck_control import RULES as _CONTROL_RULES, resource_allowed
 
 __all__ = ["Checked", "check_graph", "check_op", "check_options", "checked", "derived_constants", "out_size",
            "pad_amounts", "pool_taps"]
@@ -105,6 +105,10 @@ class _Op:
         # The same choice runtime.ops.select_kernel makes: 8-bit data takes the integer kernel.
         self.eight_bit = (first is not None and first.dtype in _EIGHT_BIT and self.op.type is not OpType.DEQUANTIZE
                           and self.op.type in _QUANT_KERNEL_OPS)
+
+    def check_subgraph(self, sub: Graph, shapes: dict[int, Shape]) -> None:
+        """Check another subgraph of the model at the input shapes this op hands it (IF, WHILE)."""
+        check_graph(sub, shapes, strict=False, model=self.model)
 
     # -- naming ---------------------------------------------------------------------------------
 
@@ -504,6 +508,12 @@ def _pool(c: _Op):
     return [(x[0], oh, ow, x[3])]
 
 
+def _l2_pool(c: _Op):
+    out = _pool(c)
+    float_in_out(c)
+    return out
+
+
 def _reduce(c: _Op):
     c.arity(2, 2, 1)
     x = c.shape(0)
@@ -863,7 +873,7 @@ def _custom(c: _Op):
     """A registered custom op checks its inputs and parameters itself; an op no registry knows keeps
     the shapes the file declares (it runs only timing-only, costed from them)."""
     import runtime.ops  # noqa: F401  (registers the custom ops published models carry)
-    from runtime import custom_ops as custom
+    from runtime.ops import custom_ops as custom
 
     spec = custom.lookup(c.op.custom_code)
     if spec is None:
@@ -906,7 +916,7 @@ _RULES: dict[OpType, Callable[[_Op], list]] = {
     OpType.CAST: _cast, OpType.DEQUANTIZE: _dequantize, OpType.QUANTIZE: _quantize, OpType.DENSIFY: _densify,
     OpType.CONV_2D: _conv, OpType.DEPTHWISE_CONV_2D: _depthwise, OpType.TRANSPOSE_CONV: _transpose_conv,
     OpType.FULLY_CONNECTED: _fully_connected, OpType.BATCH_MATMUL: _batch_matmul,
-    OpType.AVERAGE_POOL_2D: _pool, OpType.MAX_POOL_2D: _pool,
+    OpType.AVERAGE_POOL_2D: _pool, OpType.MAX_POOL_2D: _pool, OpType.L2_POOL_2D: _l2_pool,
     **{t: _reduce for t in (OpType.MEAN, OpType.SUM, OpType.REDUCE_MAX, OpType.REDUCE_MIN)},
     OpType.CONCATENATION: _concatenation, OpType.PAD: _pad, OpType.PADV2: _pad, OpType.MIRROR_PAD: _pad,
     OpType.RESHAPE: _reshape, OpType.SQUEEZE: _squeeze, OpType.EXPAND_DIMS: _expand_dims,
@@ -919,7 +929,7 @@ _RULES: dict[OpType, Callable[[_Op], list]] = {
     **_INDEX_RULES,  # batch<->space, gather/scatter, shapes from values, segments, top-k, NMS
     **_SEQ_RULES,  # recurrent ops, SVDF, 3-D convolutions, sparse embedding, StableHLO-era ops
     **_MISC_RULES,  # complex numbers, BITCAST, random draws, StableHLO gather/scatter/reduce_window
-    **_CONTROL_RULES,  # IF, WHILE, CALL_ONCE and resource variables (runtime/opcheck_control.py)
+    **_CONTROL_RULES,  # IF, WHILE, CALL_ONCE and resource variables (runtime/ops/opcheck_control.py)
 }
 
 
@@ -972,11 +982,11 @@ def check_op(graph: Graph, i: int, shape_of: ShapeOf, value_of: ValueOf,
 _DATA_INPUT = DATA_INPUT
 # Ops whose outputs take a type of their own (checked by their rules), or float from hybrid kernels.
 _OWN_OUTPUT_TYPE = frozenset({OpType.CUSTOM, OpType.CAST, OpType.DEQUANTIZE, OpType.QUANTIZE, OpType.SHAPE})
-_OWN_OUTPUT_TYPE |= frozenset(_MATH_RULES)  # runtime/opcheck_math.py checks every output type
-_OWN_OUTPUT_TYPE |= _INDEX_OWN_TYPES  # runtime/opcheck_index.py checks theirs
-_OWN_OUTPUT_TYPE |= frozenset(_SEQ_RULES)  # runtime/opcheck_seq.py checks every output type
-_OWN_OUTPUT_TYPE |= frozenset(_MISC_RULES)  # so does runtime/opcheck_misc.py
-_OWN_OUTPUT_TYPE |= frozenset(_CONTROL_RULES)  # runtime/opcheck_control.py checks them against the subgraphs
+_OWN_OUTPUT_TYPE |= frozenset(_MATH_RULES) | {OpType.L2_POOL_2D}  # runtime/ops/opcheck_math.py checks every output type
+_OWN_OUTPUT_TYPE |= _INDEX_OWN_TYPES  # runtime/ops/opcheck_index.py checks theirs
+_OWN_OUTPUT_TYPE |= frozenset(_SEQ_RULES)  # runtime/ops/opcheck_seq.py checks every output type
+_OWN_OUTPUT_TYPE |= frozenset(_MISC_RULES)  # so does runtime/ops/opcheck_misc.py
+_OWN_OUTPUT_TYPE |= frozenset(_CONTROL_RULES)  # runtime/ops/opcheck_control.py checks them against the subgraphs
 # Float kernels that compute in floating point whatever they are given: an integer input would
 # come out as float64 where the model declares an integer.
 _FLOAT_ONLY = frozenset({

@@ -1,4 +1,4 @@
-"""The model graph: DType, QuantParams, Tensor, Op and Graph as frozen dataclasses, plus validate()."""
+"""The model graph: DType, QuantParams, Tensor, Op and Graph as frozen dataclasses (runtime/ops/validate.py checks one)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from runtime.errors import ModelError
-from runtime.optypes import OpType
+from runtime.ir.errors import ModelError
+from runtime.ir.optypes import OpType
 
 __all__ = ["DType", "QuantParams", "Tensor", "Op", "Graph", "Signature", "OpType"]
 
@@ -196,10 +196,3 @@ class Graph:
                 if t >= 0:
                     users.setdefault(t, []).append(i)
         return users
-
-    def validate(self) -> "Graph":
-        """Raise ModelError naming the op and tensor at fault; return self when sound."""
-        from runtime.validate import validate_graph
-
-        validate_graph(self)
-        return self

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import math
 
-from runtime.errors import ModelError
-from runtime.graph import printable
-from runtime.opcheck import checked
+from runtime.ir.errors import ModelError
+from runtime.ir.graph import printable
+from runtime.ops.opcheck import checked
 
 
-def validate_graph(graph) -> None:
+def validate_graph(graph):
+    """Raise ModelError naming the op and tensor at fault; return the graph when sound."""
     _check_structure(graph)
     _check_subgraphs(graph)
     checked(graph)  # every op a kernel runs: inputs, options, quantization, output shapes
+    return graph
 
 
 def _check_structure(graph) -> None:
@@ -26,7 +28,7 @@ def _check_subgraphs(graph) -> None:
     """The model's other subgraphs: the calls between them (indices in range, no recursion), each
     one as sound as the main graph, then the ops of those the main graph may run (they may look
     into the subgraphs they call; other signatures' subgraphs are prepared only when they run)."""
-    from runtime.opcheck_control import check_calls, reachable
+    from runtime.ops.opcheck_control import check_calls, reachable
 
     check_calls(graph)
     runs = set(reachable(graph))

@@ -80,7 +80,7 @@ def mbqm(x, m, shift) -> np.ndarray:
 
 def activation_range(act, scale: float, zero_point: int, dtype) -> tuple[int, int]:
     """CalculateActivationRangeQuantized: the fused activation as integer clamp bounds."""
-    from runtime.options import Activation
+    from runtime.ir.options import Activation
 
     qmin, qmax = RANGES[np.dtype(dtype)]
 

@@ -49,7 +49,7 @@ def _attributes(obj: Any, owner: type) -> list[tuple[str, str]]:
         if hook.method:
             continue
         try:
-            value = getattr(obj, hook.name)
+            value = hook.of(obj)
         except Exception as exc:
             problems.append((f"{owner.__name__}.{hook.name}", f"reading {_label(obj, hook)} raised "
                                                               f"{type(exc).__name__}: {exc}"))
@@ -66,7 +66,7 @@ def _signatures(obj: Any, owner: type) -> list[tuple[str, str]]:
         if not hook.method:
             continue
         where = f"{owner.__name__}.{hook.name}"
-        fn = getattr(obj, hook.name, None)
+        fn = hook.of(obj)
         if not callable(fn):
             problems.append((where, f"{_label(obj, hook)} is {_kind(fn)}, not a method; the runtime calls "
                                     f"{hook.signature}"))
@@ -113,7 +113,7 @@ def _results(delegate: Delegate, samples: dict[str, Any]) -> list[tuple[str, str
             continue
         where, call = f"Delegate.{hook.name}", f"{_label(delegate, hook)}({', '.join(hook.params)})"
         try:
-            result = getattr(delegate, hook.name)(*(samples[p] for p in hook.params))
+            result = hook.of(delegate)(*(samples[p] for p in hook.params))
         except Exception as exc:
             problems.append((where, f"{call} raised {type(exc).__name__}: {exc}"))
             continue

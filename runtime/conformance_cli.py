@@ -44,7 +44,7 @@ def _factory(args: argparse.Namespace, parser: argparse.ArgumentParser):
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the report table and a summary line; 0 when every case passes, 1 otherwise (a bad
     factory path or device: one line on stderr)."""
-    from delegates.conformance import run_conformance
+    from runtime.conformance import run_conformance
 
     parser = build_parser()
     args = parser.parse_args(argv)

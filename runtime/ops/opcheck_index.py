@@ -1,8 +1,8 @@
 """Op checks for the index, gather/scatter, batch<->space, segment and selection ops (runtime/ops/index.py,
 batch_space.py, segment.py, nms.py): what TFLite's Prepare (and, for values known only at run
-time, its Eval) refuses, and the output shapes. Registered in runtime/opcheck.py's _RULES.
+time, its Eval) refuses, and the output shapes. Registered in runtime/ops/opcheck.py's _RULES.
 
-Each rule gets the op under check (runtime.opcheck._Op) and returns its output shapes, None where
+Each rule gets the op under check (runtime.ops.opcheck._Op) and returns its output shapes, None where
 only a run-time value can tell (the op is then checked again on those values, before its kernel
 runs, so a huge FILL or RANGE is refused before anything is allocated)."""
 
@@ -13,8 +13,8 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.graph import DType
-from runtime.optypes import OpType
+from runtime.ir.graph import DType
+from runtime.ir.optypes import OpType
 
 F32, F16, F64 = DType.FLOAT32, DType.FLOAT16, DType.FLOAT64
 I8, U8, I16, I32, I64, BOOL = DType.INT8, DType.UINT8, DType.INT16, DType.INT32, DType.INT64, DType.BOOL

@@ -1,8 +1,8 @@
 """Op checks (TFLite's Prepare) for the recurrent ops, SVDF, the 3-D convolutions, EMBEDDING_LOOKUP_SPARSE
-and the StableHLO-era ops (runtime/ops/seq_kernels.py). Registered in runtime/opcheck.py's _RULES;
+and the StableHLO-era ops (runtime/ops/seq_kernels.py). Registered in runtime/ops/opcheck.py's _RULES;
 every rule checks its own output types.
 
-Each rule gets the op under check (runtime.opcheck._Op) and returns its output shapes, None where
+Each rule gets the op under check (runtime.ops.opcheck._Op) and returns its output shapes, None where
 only a run-time value can tell."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from runtime import options as opt
-from runtime.graph import DType
-from runtime.optypes import OpType
+from runtime.ir import options as opt
+from runtime.ir.graph import DType
+from runtime.ir.optypes import OpType
 
 F16, F32, F64 = DType.FLOAT16, DType.FLOAT32, DType.FLOAT64
 I8, I16, I32, I64, U8, BOOL = DType.INT8, DType.INT16, DType.INT32, DType.INT64, DType.UINT8, DType.BOOL

@@ -1,0 +1,130 @@
+"""The house's floors, read from the source: no import cycle between packages, and no floor imports one above it.
+
+Every import counts, a late one inside a function as much as one at the top: a late import still
+ties the lower package to the higher one."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TOP = ("runtime", "sim", "delegates")
+
+# The floors, lowest first (README "How the code is built"): a package may import only packages
+# on lower floors. The IR imports nothing; sim and the kernels build on it; delegates on those;
+# the zoo's builders and quantizers on the kernels; the test kit on the zoo; the rest of
+# `runtime` (interpreter, executor, CLI, runner, reports, conformance kit) on all of them.
+FLOORS = {
+    "runtime.ir": 0,
+    "sim": 1, "sim.profiles": 1, "runtime.ops": 1,
+    "delegates": 2, "runtime.zoo": 2,
+    "runtime.testing": 3,
+    "runtime": 4,
+}
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    mods = {}
+    for top in TOP:
+        for path in (ROOT / top).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            mods[".".join(parts)] = path
+    return mods
+
+
+def _imported(module: str, path: pathlib.Path) -> set[str]:
+    """Dotted names of the project's modules and packages that `module` imports anywhere."""
+    names: set[str] = set()
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            names.add(base)
+            names.update(f"{base}.{a.name}" for a in node.names)
+    return {n for n in names if n.split(".")[0] in TOP}
+
+
+def package_of(name: str, packages: set[str]) -> str:
+    """The deepest package holding a module (or the package itself)."""
+    while name not in packages:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def package_edges() -> dict[tuple[str, str], str]:
+    """(importer's package, imported package) -> one import that makes the edge, for the message."""
+    mods = _modules()
+    packages = {m for m, p in mods.items() if p.name == "__init__.py"}
+    edges: dict[tuple[str, str], str] = {}
+    for module, path in mods.items():
+        here = package_of(module, packages)
+        for name in _imported(module, path):
+            there = package_of(name, packages)
+            if there != here:
+                edges.setdefault((here, there), f"{module} imports {name}")
+    return edges
+
+
+def find_cycle(edges) -> list[str] | None:
+    """One cycle of the directed graph, as a closed path of nodes, or None."""
+    graph: dict[str, list[str]] = {}
+    for a, b in edges:
+        graph.setdefault(a, []).append(b)
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_cycle_finder_finds_a_cycle_and_passes_a_dag():
+    assert find_cycle({("a", "b"): "", ("b", "c"): "", ("c", "a"): ""}) == ["a", "b", "c", "a"]
+    assert find_cycle({("a", "b"): "", ("b", "c"): "", ("a", "c"): ""}) is None
+
+
+def test_no_import_cycle_between_packages():
+    edges = package_edges()
+    cycle = find_cycle(edges)
+    assert cycle is None, "import cycle: " + "; ".join(edges[a, b] for a, b in zip(cycle, cycle[1:]))
+
+
+def test_every_package_has_a_floor():
+    packages = {p for edge in package_edges() for p in edge}
+    assert packages <= set(FLOORS), f"give these packages a floor: {sorted(packages - set(FLOORS))}"
+
+
+@pytest.mark.parametrize("edge", sorted(package_edges()), ids=lambda e: f"{e[0]}->{e[1]}")
+def test_no_floor_imports_a_higher_one(edge):
+    low, high = edge
+    assert FLOORS[high] < FLOORS[low], f"{package_edges()[edge]}: {low} is on floor {FLOORS[low]}, {high} on {FLOORS[high]}"
+
+
+def test_the_ground_floor_imports_nothing_else():
+    # `runtime/__init__.py` runs on every import of the IR, so it must import nothing either.
+    mods = _modules()
+    for module in [m for m in mods if m.startswith("runtime.ir")] + ["runtime"]:
+        outside = {n for n in _imported(module, mods[module]) if not n.startswith("runtime.ir")}
+        assert not outside, f"{module} imports {sorted(outside)}"
