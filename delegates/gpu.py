@@ -54,10 +54,6 @@ class GpuOptions:
             return ranked[0] is not Priority.MAX_PRECISION
         return self.is_precision_loss_allowed
 
-    @property
-    def serialization_enabled(self) -> bool:
-        return bool(self.serialization_dir and self.model_token)
-
 
 # -- per-op rules -------------------------------------------------------------------------------
 

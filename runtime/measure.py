@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -71,9 +71,6 @@ class Measurement:
     peak_power_w: float
     per_op: tuple[OpTime, ...]
     footprint: tuple[tuple[str, int], ...]
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def latency_stats(spans: Sequence[float], warmup: int) -> LatencyStats:

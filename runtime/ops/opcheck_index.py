@@ -2,7 +2,7 @@
 batch_space.py, segment.py, nms.py): what TFLite's Prepare (and, for values known only at run
 time, its Eval) refuses, and the output shapes. Registered in runtime/ops/opcheck.py's _RULES.
 
-Each rule gets the op under check (runtime.ops.opcheck._Op) and returns its output shapes, None where
+Each rule gets the op under check (runtime.ops.opcheck_base._Op) and returns its output shapes, None where
 only a run-time value can tell (the op is then checked again on those values, before its kernel
 runs, so a huge FILL or RANGE is refused before anything is allocated)."""
 

@@ -2,7 +2,7 @@
 and the StableHLO-era ops (runtime/ops/seq_kernels.py). Registered in runtime/ops/opcheck.py's _RULES;
 every rule checks its own output types.
 
-Each rule gets the op under check (runtime.ops.opcheck._Op) and returns its output shapes, None where
+Each rule gets the op under check (runtime.ops.opcheck_base._Op) and returns its output shapes, None where
 only a run-time value can tell."""
 
 from __future__ import annotations
