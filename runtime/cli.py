@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime import cli_bench, cli_calibrate, cli_tools, memory
+from runtime import cli_bench, cli_calibrate, cli_eval, cli_tools, memory
 from runtime.cli_common import add_model_flags, check_writable, load_model
 from runtime.ir.errors import TestbedError
 from runtime.interpreter import Interpreter
@@ -95,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_bench.add_parser(sub)
     cli_tools.add_parsers(sub)
     cli_calibrate.add_parser(sub)
+    cli_eval.add_parser(sub)
     # listed for --help; its arguments are its own module's (see main)
     sub.add_parser("conformance", add_help=False,
                    help="check a delegate (package.module:factory) against the CPU reference op by op")

@@ -79,6 +79,10 @@ class Delegation:
     per_delegate: tuple[DelegateReport, ...]
     restored: bool = False
 
+    def delegated_ops(self) -> list[int]:
+        """Op indices the delegates run, in plan order."""
+        return [i for step in self.plan if isinstance(step, DelegateStep) for i in step.partition.nodes]
+
     def placement(self) -> dict[int, str]:
         """Op index -> "CPU" or the name of the delegate that runs it."""
         where: dict[int, str] = {}

@@ -417,11 +417,7 @@ def _validated(graph: Graph) -> "opcheck.Checked":
 
 def _delegated_ops(sim) -> list[int]:
     """Op indices the simulation's delegates run (their tensors are held again by the delegate)."""
-    if sim is None:
-        return []
-    from runtime.delegation import DelegateStep
-
-    return [i for step in sim.delegation.plan if isinstance(step, DelegateStep) for i in step.partition.nodes]
+    return [] if sim is None else sim.delegation.delegated_ops()
 
 
 # Quantized element types the kernels implement: 8-bit values, int32 biases (and int8 weights).
