@@ -8,8 +8,9 @@ from typing import Sequence
 
 from runtime.cli_common import cpp_float, to_us
 from runtime.delegation import CpuStep
+from runtime.footprint import cpu_arena, node_memory
 
-__all__ = ["Stat", "NodeProfile", "profile_nodes", "profiling_report"]
+__all__ = ["Stat", "NodeProfile", "profile_nodes", "profiling_report", "memory_lines"]
 
 
 @dataclass
@@ -62,6 +63,7 @@ class NodeProfile:
     run_order: int
     start: Stat = field(default_factory=Stat)
     elapsed: Stat = field(default_factory=Stat)
+    mem_bytes: int = 0     # what the arena planner allocates for the node (runtime.footprint.node_memory)
 
 
 _PRE = ("input conversion", "inputs", "invoke")
@@ -127,7 +129,8 @@ def _node_names(sim) -> list[tuple[str, str]]:
 def profile_nodes(sim, inferences: Sequence[int]) -> tuple[list[NodeProfile], Stat]:
     """Per plan step: start and elapsed microseconds in each of `inferences`; and each run's total."""
     plan = sim.delegation.plan
-    nodes = [NodeProfile(kind, name, k) for k, (kind, name) in enumerate(_node_names(sim))]
+    mem = node_memory(cpu_arena(sim.graph, plan, sim.executor.shapes))
+    nodes = [NodeProfile(kind, name, k, mem_bytes=mem[k]) for k, (kind, name) in enumerate(_node_names(sim))]
     spans = {k: start for stream, k, start, _ in sim.soc.trace.inferences if stream == sim.stream}
     by_run: dict[int, list] = {k: [] for k in inferences}
     for iv in sim.soc.trace.intervals:
@@ -169,7 +172,8 @@ def _table(title: str, nodes: Sequence[NodeProfile], totals: Stat) -> list[str]:
                      + _field(n.elapsed.first() / 1000.0, 9) + _field(n.elapsed.avg() / 1000.0, 9)
                      + _field(sum(n.elapsed.values) * 100.0 / total, 7) + "%"
                      + _field(cumulative * 100.0 / total, 7) + "%"
-                     + _field(0.0, 10) + _field(n.elapsed.count // max(1, totals.count), 9) + "\t" + n.name)
+                     + _field(n.mem_bytes / 1000.0, 10) + _field(n.elapsed.count // max(1, totals.count), 9)
+                     + "\t" + n.name)
     return lines + [""]
 
 
@@ -177,7 +181,9 @@ def _by_type(nodes: Sequence[NodeProfile], runs: int) -> list[str]:
     times: dict[str, int] = {}
     counts: dict[str, int] = {}
     called: dict[str, int] = {}
+    mem: dict[str, int] = {}
     for n in nodes:
+        mem[n.type] = mem.get(n.type, 0) + n.mem_bytes
         times[n.type] = times.get(n.type, 0) + sum(n.elapsed.values) // runs
         counts[n.type] = counts.get(n.type, 0) + 1
         called[n.type] = called.get(n.type, 0) + n.elapsed.count // runs
@@ -192,7 +198,7 @@ def _by_type(nodes: Sequence[NodeProfile], runs: int) -> list[str]:
         share = us / accumulated * 100.0
         cdf += share
         lines.append(_field(kind, 24) + _field(counts[kind], 9) + _field(us / 1000.0, 10)
-                     + _field(share, 10) + "%" + _field(cdf, 10) + "%" + _field(0.0, 10)
+                     + _field(share, 10) + "%" + _field(cdf, 10) + "%" + _field(mem[kind] / 1000.0, 10)
                      + _field(called[kind], 9))
     return lines + [""]
 
@@ -205,3 +211,16 @@ def profiling_report(nodes: Sequence[NodeProfile], totals: Stat, top: int = 10) 
             + _by_type(nodes, max(1, totals.count))
             + [f"Timings (microseconds): {totals.line()}", "Memory (bytes): count=0",
                f"{len(nodes)} nodes observed", ""])
+
+
+def memory_lines(memory, report_peak: bool) -> list[str]:
+    """benchmark_model's memory lines (BenchmarkLoggingListener::OnBenchmarkEnd) for a
+    runtime.footprint.MemoryRecord, in MB of 2^20 bytes (it divides kilobytes by 1024). They come
+    from the simulated phone, not the tool's RSS: the tool adds nothing, so the delta is the
+    model's whole footprint, and TFLite's note that the figures are approximate is left out."""
+    mb = lambda n: cpp_float(n / (1 << 20))  # noqa: E731
+    lines = [f"Memory footprint delta from the start of the tool (MB): init={mb(memory.init)} "
+             f"overall={mb(memory.overall)}"]
+    if report_peak:
+        lines.append(f"Overall peak memory footprint (MB) via periodic monitoring: {mb(memory.peak)}")
+    return lines

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -58,6 +58,7 @@ class OpTime:
     first_s: float
     avg_s: float
     count: int
+    mem_bytes: int = 0      # what TFLite's arena planner allocates for the node (runtime/footprint.py)
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class Measurement:
     peak_power_w: float
     per_op: tuple[OpTime, ...]
     footprint: tuple[tuple[str, int], ...]
+    memory: Any = None      # runtime.footprint.MemoryRecord: weights, CPU arena, delegate buffers
 
 
 def latency_stats(spans: Sequence[float], warmup: int) -> LatencyStats:
@@ -116,8 +118,9 @@ def _per_op(intervals: list[Interval]) -> tuple[OpTime, ...]:
 
 
 def measure(soc, spans: Sequence[tuple[int, int, float, float]], warmup: int,
-            footprint: dict[str, int] | None = None) -> Measurement:
-    """Measure the inferences `spans` (stream, k, start, end) recorded on `soc`'s trace."""
+            footprint: dict[str, int] | None = None, memory: Any = None) -> Measurement:
+    """Measure the inferences `spans` (stream, k, start, end) recorded on `soc`'s trace; `memory`
+    (a runtime.footprint.MemoryRecord) gives each per-op row its bytes."""
     ordered = sorted(spans, key=lambda s: (s[1], s[0]))
     stats = latency_stats([end - start for _, _, start, end in ordered], warmup)
     steady = [s for s in ordered if s[1] >= warmup] or ordered[-1:]
@@ -136,7 +139,12 @@ def measure(soc, spans: Sequence[tuple[int, int, float, float]], warmup: int,
     return Measurement(stats, init_s, _boundary(steady_ivs, n, stats.avg, soc.profile.dram.energy_per_byte),
                        rails, 1e3 * total / n, total / (t1 - t0) if t1 > t0 else 0.0,
                        max(levels, default=sum(soc.rails.values())),
-                       _per_op(intervals), tuple(sorted((footprint or {}).items())))
+                       _with_memory(_per_op(intervals), memory), tuple(sorted((footprint or {}).items())), memory)
+
+
+def _with_memory(rows: tuple[OpTime, ...], memory: Any) -> tuple[OpTime, ...]:
+    nodes = memory.nodes if memory is not None else {}
+    return tuple(replace(o, mem_bytes=nodes.get(o.node, 0)) for o in rows)
 
 
 def _active_energy(intervals: list[Interval], joules_per_byte: float) -> dict[str, float]:

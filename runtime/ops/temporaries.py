@@ -21,7 +21,7 @@ from typing import Callable, Collection, Sequence
 from runtime.ir.graph import DType, Graph, Op
 from runtime.ir.optypes import OpType
 
-__all__ = ["Temporary", "temporaries", "prepared_by_allocation"]
+__all__ = ["Temporary", "temporaries", "node_temporaries", "shape_inputs", "dynamic_nodes", "prepared_by_allocation"]
 
 Shape = tuple[int, ...]
 F32, I32, I8 = DType.FLOAT32, DType.INT32, DType.INT8
@@ -36,6 +36,7 @@ class Temporary:
     shape: Shape = ()
     name: str = ""
     at_eval: bool = False  # typed when the node first runs, not in Prepare
+    allocation: str = "arena"  # "persistent" (kTfLiteArenaRwPersistent, kept), "dynamic" (kTfLiteDynamic, heap)
 
 
 _UNTYPED = Temporary(None)
@@ -49,7 +50,7 @@ def temporaries(graph: Graph, shapes: Sequence[Sequence[int]], prepared: Collect
     shape = lambda t: tuple(int(d) for d in shapes[t])  # noqa: E731
     init, prepare = [], []
     for i, op in enumerate(graph.ops):
-        rule = _RULES.get(op.type)
+        rule = _rule(op)
         if rule is None:
             continue
         at_init, at_prepare = rule(op, graph, shape)
@@ -72,15 +73,41 @@ _SHAPE_INPUTS: dict[OpType, tuple[int, ...]] = {
 }
 
 
+def shape_inputs(op: Op) -> list[int]:
+    """The op's inputs whose values set its output's shape (-1: absent)."""
+    return [op.inputs[k] for k in _SHAPE_INPUTS.get(op.type, ()) if k < len(op.inputs)]
+
+
+def dynamic_nodes(graph: Graph) -> list[int]:
+    """The nodes whose kernel makes an output dynamic in Prepare (kTfLiteDynamic: its shape hangs on
+    a value that is neither constant nor a SHAPE output)."""
+    persistent = {op.outputs[0] for op in graph.ops if op.type is OpType.SHAPE}
+    return [i for i, op in enumerate(graph.ops)
+            if any(t >= 0 and not graph.tensors[t].is_constant and t not in persistent for t in shape_inputs(op))]
+
+
 def prepared_by_allocation(graph: Graph) -> list[int]:
     """The nodes AllocateTensors prepares: in order, up to and including the first whose output
     becomes dynamic (PrepareOpsStartingAt stops there; Invoke prepares the rest)."""
-    persistent = {op.outputs[0] for op in graph.ops if op.type is OpType.SHAPE}
+    first = next(iter(dynamic_nodes(graph)), None)
+    return list(range(len(graph.ops) if first is None else first + 1))
+
+
+def node_temporaries(graph: Graph, shapes: Sequence[Sequence[int]],
+                     prepared: Collection[int]) -> list[tuple[int, Temporary]]:
+    """(node, slot) for every slot kernels add, in the order of their tensor indices (Init's for
+    every node, then Prepare's of the `prepared` nodes), untyped ones included: they take an index
+    but no bytes. The arena planner gives each typed slot its node's lifetime."""
+    shape = lambda t: tuple(int(d) for d in shapes[t])  # noqa: E731
+    init, prepare = [], []
     for i, op in enumerate(graph.ops):
-        shaping = [op.inputs[k] for k in _SHAPE_INPUTS.get(op.type, ()) if k < len(op.inputs)]
-        if any(t >= 0 and not graph.tensors[t].is_constant and t not in persistent for t in shaping):
-            return list(range(i + 1))
-    return list(range(len(graph.ops)))
+        rule = _rule(op)
+        if rule is None:
+            continue
+        at_init, at_prepare = rule(op, graph, shape)
+        init += [(i, t if i in prepared else _UNTYPED) for t in at_init]
+        prepare += [(i, t) for t in at_prepare] if i in prepared else []
+    return init + prepare
 
 
 Rule = Callable[[Op, Graph, Callable[[int], Shape]], tuple[list[Temporary], list[Temporary]]]
@@ -119,7 +146,7 @@ def _conv(op, graph, shape):
     rows = _size(x) // cin
     out += [Temporary(I8, x), Temporary(F32, (rows,)), Temporary(I32, (cout, _size(y[:3])))]
     if _per_channel(graph, op.inputs[1]):
-        out += [Temporary(I32, (rows,)), Temporary(I32, (cout,), "Conv_row_sums")]
+        out += [Temporary(I32, (rows,)), Temporary(I32, (cout,), "Conv_row_sums", allocation="persistent")]
     return [], out
 
 
@@ -139,15 +166,17 @@ def _fully_connected(op, graph, shape):
     units, depth = graph.tensors[op.inputs[1]].shape
     batch = _size(x) // depth
     return [], [Temporary(graph.tensors[op.inputs[1]].dtype, x), Temporary(F32, (batch,)),
-                Temporary(I32, (units, batch)), Temporary(I32, (batch,)), Temporary(I32, (units,)), _UNTYPED]
+                Temporary(I32, (units, batch)), Temporary(I32, (batch,)),
+                Temporary(I32, (units,), allocation="persistent"), _UNTYPED]  # the row sums, kept
 
 
 def _transpose_conv(op, graph, shape):
     """transpose_conv.cc: an integer model's int32 accumulator, a hybrid one's quantized input with
     scaling factors and offsets per input pixel (the float reference kernel needs none)."""
     x = graph.tensors[op.inputs[2]]
-    if x.dtype in _EIGHT_BIT:  # with a run-time output shape, sized (and typed) in Eval
-        return [], [Temporary(I32, shape(op.outputs[0]), at_eval=not graph.tensors[op.inputs[0]].is_constant)]
+    if x.dtype in _EIGHT_BIT:  # on the heap; with a run-time output shape, sized (and typed) in Eval
+        return [], [Temporary(I32, shape(op.outputs[0]), at_eval=not graph.tensors[op.inputs[0]].is_constant,
+                              allocation="dynamic")]
     if x.dtype is F32 and graph.tensors[op.inputs[1]].dtype is I8:
         xs = shape(op.inputs[2])
         pixels = (_size(xs[:3]),)
@@ -201,7 +230,7 @@ def _lstm(op, graph, shape):
     per_batch = Temporary(F32, (batch,))
     return [scratch, Temporary(weights, x), Temporary(weights, (batch, outputs)), Temporary(weights, (batch, cells)),
             per_batch, per_batch, per_batch, Temporary(F32, (cells,)), Temporary(I32, (cells, batch)),
-            per_batch, per_batch, Temporary(I32, (rows, cells), "Lstm_row_sums")], []
+            per_batch, per_batch, Temporary(I32, (rows, cells), "Lstm_row_sums", allocation="persistent")], []
 
 
 def _rfft2d(op, graph, shape):
@@ -227,6 +256,20 @@ def _stablehlo_reduce_window(op, graph, shape):
     dilated = tuple((d - 1) * b + 1 for d, b in zip(x, base))
     dtype = graph.tensors[op.inputs[0]].dtype
     return [Temporary(dtype, dilated), Temporary(dtype, tuple(padded_shape(x, base, pad)))], []
+
+
+def _detection_postprocess(op, graph, shape):
+    """detection_postprocess.cc adds two slots in Init, typed in Prepare: the decoded boxes
+    [boxes, 4] and the scores [boxes, classes with background], both float32."""
+    boxes, scores = shape(op.inputs[0]), shape(op.inputs[1])
+    return [Temporary(F32, (boxes[-2], 4)), Temporary(F32, tuple(scores[-2:]))], []
+
+
+_CUSTOM_RULES: dict[str, Rule] = {"TFLite_Detection_PostProcess": _detection_postprocess}
+
+
+def _rule(op: Op) -> Rule | None:
+    return _CUSTOM_RULES.get(op.custom_code or "") if op.type is OpType.CUSTOM else _RULES.get(op.type)
 
 
 _RULES: dict[OpType, Rule] = {
