@@ -277,7 +277,7 @@ class GpuDelegate(Delegate):
         base = unit.backend_scales(self.config.backend.value)
         if self.config.inference_preference is InferencePreference.SUSTAINED_SPEED:
             rate = unit.spec.extras.get("sustained_rate_scale", 1.0)
-            base = Scales(base.rate * rate, base.power * rate, base.dispatch)
+            base = Scales(base.rate * rate, base.power * rate, base.dispatch, clock=rate)   # a clock: a governor caps it
         return base
 
     def init_seconds(self, spec, graph) -> float:

@@ -13,6 +13,7 @@ from typing import Any
 
 from runtime.ir.atomic import write_text
 from runtime.ir.errors import TestbedError
+from runtime.report_apps import app_blocks, csv_columns as apps_csv_columns, csv_values as apps_csv_values
 from runtime.report_plots import plot_images
 
 __all__ = ["FORMATS", "render", "render_file", "write_report"]
@@ -172,6 +173,7 @@ def _unsupported_blocks(rec: dict) -> list[tuple]:
 
 def _record_blocks(k: int, rec: dict) -> list[tuple]:
     blocks = [("h", 2, f"{k + 1}. {_label(k, rec)} on {rec['device']}"), ("p", _setup_line(rec))]
+    blocks += app_blocks(rec)   # an app stream of a concurrent-apps run: frames, sustained latency, heat
     blocks += _unsupported_blocks(rec)
     rails = [(str(r), _f2(v["active_mj"]), _f2(v["total_mj"])) for r, v in rec["energy"]["rails"].items()]
     blocks += [("h", 3, "Energy per rail, per inference"), ("table", ("Rail", "Active mJ", "Total mJ"), rails)]
@@ -259,7 +261,8 @@ def _csv_columns(records: list[dict]) -> list[str]:
     cells = sorted({f"cell.{k}" for r in records for k in r.get("cell", {})})
     rails = sorted({r for rec in records for r in rec["energy"]["rails"]})
     return [*_CSV_HEAD, *cells, "delegates", "nodes_delegated", "partitions", "unsupported", *_CSV_TAIL,
-            *(f"energy.rails.{r}.{k}" for r in rails for k in ("active_mj", "total_mj")), "output_diff.max"]
+            *(f"energy.rails.{r}.{k}" for r in rails for k in ("active_mj", "total_mj")), "output_diff.max",
+            *apps_csv_columns(records)]
 
 
 def _csv_value(value: Any) -> Any:
@@ -281,7 +284,7 @@ def _csv_row(rec: dict) -> dict[str, Any]:
                 "nodes_delegated": sum(d["nodes_delegated"] for d in ds),
                 "partitions": sum(d["partitions"] for d in ds),
                 "unsupported": sum(len(d.get("unsupported", [])) for d in ds),
-                "output_diff.max": _diff_max(rec["output_diff"])})
+                "output_diff.max": _diff_max(rec["output_diff"]), **apps_csv_values(rec)})
     row.update({f"energy.rails.{r}.{k}": v[k] for r, v in rec["energy"]["rails"].items()
                 for k in ("active_mj", "total_mj")})
     return row

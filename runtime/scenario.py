@@ -12,6 +12,8 @@ A scenario is a mapping (scenarios/README.md gives every key with examples):
                           the caller passes allow_external_delegates=True: it imports and runs code)
     cpu: {threads}        inputs: {distribution: gaussian | uniform, seed, low, high} or {file: .npy/.npz}
     runs: {warmup, count} streams (parallel inference streams)   timing_only (skip the math)
+    apps, duration_s      concurrent apps (each a model at a frame rate) for simulated seconds, with
+                          thermal and trace_s: runtime/scenario_apps.py
     matrix                key path (`device`, `model.quantization`, `model.args.alpha`, ...) -> list of values
 
 Paths are relative to the scenario file. Matrix cells are the cartesian product of the lists in the order
@@ -136,6 +138,8 @@ _SCHEMA: dict[str, Any] = {
     "delegates": None, "cpu": {"threads": None},
     "inputs": {"distribution": None, "seed": None, "low": None, "high": None, "file": None},
     "runs": {"warmup": None, "count": None}, "streams": None, "timing_only": None, "matrix": None,
+    # concurrent apps over a span of simulated time (runtime/scenario_apps.py)
+    "apps": None, "duration_s": None, "thermal": {"ambient_c": None, "platform_w": None}, "trace_s": None,
 }
 _FIXED = ("name", "description", "matrix")      # what a matrix may not vary
 _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -199,6 +203,9 @@ class _Load:
 
 def _scenario(ctx: Ctx, doc: dict[str, Any], source: Path, cell: tuple[tuple[str, Any], ...],
               load: _Load) -> Scenario:
+    if any(key in doc for key in ("apps", "duration_s", "thermal", "trace_s")):   # runtime.scenario_apps.APPS_KEYS
+        from runtime.scenario_apps import apps_scenario
+        return apps_scenario(ctx, doc, source, cell, load)
     for key in ("device", "model"):
         if key not in doc:
             raise ctx.fail((key,), "required key missing")

@@ -56,7 +56,22 @@ def chrome_trace(soc, label: str = "", pid: int = 1) -> dict[str, Any]:
     events += [{"name": f"inference {k}", "cat": "inference", "ph": "X", "ts": s * _US, "dur": (e - s) * _US,
                 "pid": pid, "tid": 0, "args": {"stream": stream}} for stream, k, s, e in soc.trace.inferences]
     events += _counters(intervals, soc.rails, pid, soc.profile.dram.energy_per_byte)
+    events += _monitor_counters(getattr(soc, "monitor", None), pid)
     return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def _monitor_counters(monitor, pid: int) -> list[dict[str, Any]]:
+    """A long run's monitor (sim/monitor.py): die and skin temperature and the SoC's power every tick,
+    each throttled unit's clock wherever the governor moved it. None in every other run: no events."""
+    if monitor is None:
+        return []
+    events = [{"name": "temperature", "ph": "C", "ts": s.t * _US, "pid": pid,
+               "args": {"die_C": s.die_c, "skin_C": s.skin_c}} for s in monitor.samples]
+    events += [{"name": "power soc (tick)", "ph": "C", "ts": s.t * _US, "pid": pid, "args": {"W": s.soc_w}}
+               for s in monitor.samples]
+    events += [{"name": f"frequency {c.unit}", "ph": "C", "ts": c.t * _US, "pid": pid, "args": {"MHz": c.mhz}}
+               for c in monitor.changes]
+    return events
 
 
 def write_trace(path: str | os.PathLike, traces: list[dict[str, Any]]) -> Path:

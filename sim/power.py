@@ -7,7 +7,7 @@ from typing import Iterable, Mapping
 
 from sim.trace import Interval
 
-__all__ = ["rail_energy", "power_steps", "DRAM_RAIL"]
+__all__ = ["rail_energy", "active_energy", "power_steps", "DRAM_RAIL"]
 
 DRAM_RAIL = "dram"
 
@@ -32,6 +32,21 @@ def rail_energy(intervals: Iterable[Interval], idle_w: Mapping[str, float], t0: 
             moved += iv.bytes
     energy = {rail: idle_w.get(rail, 0.0) * span + math.fsum(parts) for rail, parts in extra.items()}
     energy[DRAM_RAIL] = energy.get(DRAM_RAIL, idle_w.get(DRAM_RAIL, 0.0) * span) + moved * dram_joules_per_byte
+    return energy
+
+
+def active_energy(intervals: Iterable[Interval], dram_joules_per_byte: float = 0.0) -> dict[str, float]:
+    """Joules per rail that whole intervals drew above their rails' idle power (watts x their own
+    duration), and their bytes on the DRAM rail: what a long run's ledger folds tick by tick (the
+    intervals are whole there, so rail_energy's clipping to a window has nothing to clip)."""
+    parts: dict[str, list[float]] = {}
+    moved = 0
+    for iv in intervals:
+        parts.setdefault(iv.rail, []).append(iv.seconds * iv.watts)
+        moved += iv.bytes
+    energy = {rail: math.fsum(p) for rail, p in parts.items()}
+    if moved and dram_joules_per_byte:
+        energy[DRAM_RAIL] = energy.get(DRAM_RAIL, 0.0) + moved * dram_joules_per_byte
     return energy
 
 

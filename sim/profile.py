@@ -252,7 +252,14 @@ _TOP = {"name": _F("name", True, _text),
         "dram": _F("dram", True, lambda ctx, v, p: DramSpec(**_fields(ctx, v, p, _DRAM))),
         "copy": _F("copy", True, lambda ctx, v, p: CopySpec(**_fields(ctx, v, p, _COPY))),
         "units": _F("units", True, lambda ctx, v, p: _units(ctx, v, p)),
-        "nnapi": _F("nnapi_devices", False, lambda ctx, v, p: _fields(ctx, v, p, _NNAPI)["devices"])}
+        "nnapi": _F("nnapi_devices", False, lambda ctx, v, p: _fields(ctx, v, p, _NNAPI)["devices"]),
+        "thermal": _F("thermal", False, lambda ctx, v, p: _thermal(ctx, v, p))}
+
+
+def _thermal(ctx: _Ctx, value: Any, path: Key):
+    """The optional `thermal:` section (sim/thermal_profile.py; only long app runs read it)."""
+    from sim.thermal_profile import parse_thermal
+    return parse_thermal(ctx, value, path)
 
 
 def _calibration(ctx: _Ctx, value: Any, path: Key) -> tuple[tuple[str, str], ...]:
@@ -358,6 +365,9 @@ def profile_from_dict(data: Any, source: str = "<profile>",
     ctx = _Ctx(source, lines or {})
     f = _fields(ctx, data, (), _TOP)
     _cross_check(ctx, f)
+    if f.get("thermal") is not None:
+        from sim.thermal_profile import check_units
+        check_units(ctx, f["thermal"], {u.name for u in f["units"]})
     f["os"] = f["os"].value
     return Profile(**f)
 

@@ -32,6 +32,7 @@ class SoC:
         self.trace = Trace()
         self.dram = Dram(self.env, profile.dram, profile.copy)
         self.units: dict[str, Unit] = {u.name: _UNIT_CLASS[u.kind](self, u) for u in profile.units}
+        self.monitor = None   # sim/monitor.py's periodic process, started only by long runs (start_monitor)
 
     def unit(self, name: str) -> Unit:
         try:
@@ -72,6 +73,16 @@ class SoC:
         self.trace.add(Interval(engine, name, Kind.COPY, start, self.env.now, cpu.rail, watts, 2 * nbytes,
                                 tag.stream, tag.inference, (("payload_bytes", nbytes),)))
         return seconds
+
+    def start_monitor(self, tick_s: float, thermal: bool = True, **options):
+        """Start the periodic monitor (sim/monitor.py): it folds the trace as the run goes and, with
+        `thermal` and a profile that has a thermal section, heats the phone and throttles its units.
+        Only after every interpreter is allocated: it ticks for as long as the environment runs."""
+        from sim.monitor import Monitor
+
+        self.monitor = Monitor(self, tick_s, self.profile.thermal if thermal else None, **options)
+        self.env.process(self.monitor.process())
+        return self.monitor
 
     def energy(self, t0: float, t1: float) -> dict[str, float]:
         """Joules per rail over [t0, t1] of simulated time."""

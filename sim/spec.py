@@ -8,6 +8,7 @@ from typing import Mapping
 
 from sim.cost import OpClass, Precision, Rates
 from sim.mechanisms import Mechanisms
+from sim.thermal import ThermalSpec
 
 __all__ = ["UnitKind", "UnitSpec", "DramSpec", "CopySpec", "NnapiDeviceSpec", "Profile"]
 
@@ -101,6 +102,7 @@ class Profile:
     has_neural_engine: bool = False
     os_version: str = ""                        # the OS the profile's figures stand for ("Android 10")
     calibration: tuple[tuple[str, str], ...] = ()  # prior / measurements / rows of a fitted profile
+    thermal: ThermalSpec | None = None          # heat network, DVFS levels, trips (sim/thermal.py)
 
     def unit(self, name: str) -> UnitSpec:
         for u in self.units:

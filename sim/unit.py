@@ -19,11 +19,15 @@ __all__ = ["Unit", "Scales", "Tag"]
 @dataclass(frozen=True)
 class Scales:
     """How a delegate's options move a unit off its nominal point: DVFS / execution preference /
-    backend. `rate` multiplies throughput, `power` multiplies active power, `dispatch` the launch cost."""
+    backend. `rate` multiplies throughput, `power` multiplies active power, `dispatch` the launch cost.
+    `clock` is the part of that which is a lower clock the delegate asks for (the GPU's
+    SUSTAINED_SPEED), already in `rate` and `power`: a thermal governor's level caps the clock
+    instead of compounding with it (Unit.clocked)."""
 
     rate: float = 1.0
     power: float = 1.0
     dispatch: float = 1.0
+    clock: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,10 @@ class Unit:
         self.rail = spec.name
         self.resource = simpy.Resource(self.env, capacity=1)
         self._rates_cache: dict[tuple[int, Scales], Rates] = {}
+        self._cost_cache: dict[tuple, OpCost] = {}
+        # The DVFS level a thermal governor set (sim/monitor.py): multiplies rate and active power on top
+        # of the delegate's scales. None, the profile's nominal clock, in every run without a governor.
+        self.dvfs: Scales | None = None
 
     # -- what the unit can run --------------------------------------------------------------------
 
@@ -72,7 +80,15 @@ class Unit:
         return max(0.0, (watts * scale.power - self.spec.idle_w) * share)
 
     def cost(self, work: Work, scale: Scales, bandwidth: float | None, threads: int = 1) -> OpCost:
-        return op_cost(work, self._rates(threads, scale), bandwidth)
+        """The op's cost (a pure function of these), remembered: a sustained run asks for the same
+        few thousand (op, clock, DRAM share) combinations hundreds of thousands of times."""
+        key = (work, scale, bandwidth, threads)
+        cost = self._cost_cache.get(key)
+        if cost is None:
+            if len(self._cost_cache) > 100_000:   # contended DRAM shares vary: keep the memory bounded
+                self._cost_cache.clear()
+            cost = self._cost_cache[key] = op_cost(work, self._rates(threads, scale), bandwidth)
+        return cost
 
     def _rates(self, threads: int, scale: Scales) -> Rates:
         """The unit's rates for a thread count and scale, built once (every op asks for them)."""
@@ -96,11 +112,22 @@ class Unit:
     def _share(self, threads: int) -> float:
         return 1.0
 
+    def clocked(self, scale: Scales) -> Scales:
+        """The delegate's scales at the unit's current DVFS level (read when an op starts: a level
+        change reaches the next op, as a clock change reaches the next kernel). The slower of the
+        two clocks runs: a delegate already holding the unit below the level loses nothing to it."""
+        level = self.dvfs
+        if level is None or level.rate >= scale.clock:
+            return scale
+        return Scales(scale.rate / scale.clock * level.rate, scale.power / scale.clock * level.power,
+                      scale.dispatch, level.rate)
+
     def execute(self, work: Work, tag: Tag, scale: Scales = Scales(), threads: int = 1,
                 args: tuple[tuple[str, Any], ...] = ()) -> Generator:
         """Run one op: wait for the unit, take a DRAM share, hold for dispatch + max(compute, memory)."""
         request = self._acquire(threads)
         yield request
+        scale = self.clocked(scale)
         try:
             token, granted = self.soc.dram.acquire(self.spec.bandwidth)
             cost = self.cost(work, scale, min(granted, self.spec.bandwidth), threads)
@@ -121,6 +148,7 @@ class Unit:
         """Keep the unit busy for a fixed time (compilation, a remote call, a weight upload)."""
         request = self._acquire(1)
         yield request
+        scale = self.clocked(scale)   # a fixed-time step: the clock changes its power only
         try:
             start = self.env.now
             yield self.env.timeout(seconds)

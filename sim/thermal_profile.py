@@ -1,0 +1,90 @@
+"""A profile's `thermal:` section: the RC network, DVFS levels and trips, checked with file:line: key errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runtime.ir.yamlcheck import Key
+from sim.profile import MILLI, _Ctx, _F, _fields, _integer, _mapping, _number, _positive, _show, _text
+from sim.thermal import SENSORS, Level, Network, ThermalSpec, Trip, UnitThermal
+
+__all__ = ["parse_thermal", "check_units"]
+
+
+def _node(ctx: _Ctx, value: Any, path: Key) -> dict[str, float]:
+    return _fields(ctx, value, path, {"c_j_per_k": _F("c", True, _positive()),
+                                      "r_k_per_w": _F("r", True, _positive())})
+
+
+def _level(ctx: _Ctx, value: Any, path: Key) -> Level:
+    if not isinstance(value, list) or len(value) != 2:
+        raise ctx.fail(path, f"must be a [MHz, relative power] pair, got {_show(value)}")
+    mhz = _positive()(ctx, value[0], path + (0,))
+    power = _number(ctx, value[1], path + (1,), "a relative power in (0, 1]", lambda x: 0 < x <= 1)
+    return Level(mhz, power)
+
+
+def _levels(ctx: _Ctx, value: Any, path: Key) -> tuple[Level, ...]:
+    if not isinstance(value, list) or not value:
+        raise ctx.fail(path, f"must be a non-empty list of [MHz, relative power] levels, got {_show(value)}")
+    levels = tuple(_level(ctx, v, path + (i,)) for i, v in enumerate(value))
+    if levels[0].power != 1.0:
+        raise ctx.fail(path + (0, 1), "the first level is the profile's nominal point: its relative power must be 1")
+    for i in range(1, len(levels)):
+        if levels[i].mhz >= levels[i - 1].mhz:
+            raise ctx.fail(path + (i, 0), "levels must be listed fastest first, each slower than the one before")
+    return levels
+
+
+_TRIP = {"sensor": _F("sensor", True, _text),
+         "at_c": _F("at_c", True, lambda ctx, v, p: _number(ctx, v, p, "a temperature", lambda x: -50 < x < 200)),
+         "clear_c": _F("clear_c", True, lambda ctx, v, p: _number(ctx, v, p, "a temperature", lambda x: -50 < x < 200)),
+         "level": _F("level", True, _integer(1))}
+
+
+def _trip(ctx: _Ctx, value: Any, path: Key, levels: int) -> Trip:
+    f = _fields(ctx, value, path, _TRIP)
+    if f["sensor"] not in SENSORS:
+        raise ctx.fail(path + ("sensor",), f"unknown sensor {_show(f['sensor'])}; expected one of {', '.join(SENSORS)}")
+    if f["clear_c"] >= f["at_c"]:
+        raise ctx.fail(path + ("clear_c",), f"must be below at_c ({f['at_c']:g}): the hysteresis is at_c - clear_c")
+    if f["level"] >= levels:
+        raise ctx.fail(path + ("level",), f"must be an index into the unit's {levels} levels (1 to {levels - 1})")
+    return Trip(**f)
+
+
+def _unit(ctx: _Ctx, name: str, value: Any, path: Key) -> UnitThermal:
+    f = _fields(ctx, value, path, {"levels": _F("levels", True, _levels), "trips": _F("trips", False, lambda c, v, p: v)})
+    trips = f.get("trips", [])
+    if not isinstance(trips, list):
+        raise ctx.fail(path + ("trips",), f"must be a list of trips, got {_show(trips)}")
+    return UnitThermal(name, f["levels"], tuple(_trip(ctx, t, path + ("trips", i), len(f["levels"]))
+                                                 for i, t in enumerate(trips)))
+
+
+_TOP = {"ambient_c": _F("ambient_c", True, lambda ctx, v, p: _number(ctx, v, p, "a temperature", lambda x: -50 < x < 80)),
+        "tick_ms": _F("tick_s", True, _positive(per=MILLI)),
+        "governor_ms": _F("governor_s", True, _positive(per=MILLI)),
+        "die": _F("die", True, _node),
+        "skin": _F("skin", True, _node),
+        "units": _F("units", False, lambda ctx, v, p: _mapping(ctx, v, p))}
+
+
+def parse_thermal(ctx: _Ctx, value: Any, path: Key) -> ThermalSpec:
+    """The section as a ThermalSpec; unit names are checked against the profile's units later
+    (check_units), once they are known."""
+    f = _fields(ctx, value, path, _TOP)
+    if f["governor_s"] < f["tick_s"]:
+        raise ctx.fail(path + ("governor_ms",), "must be at least tick_ms: the governor reads the updated temperatures")
+    net = Network(f["die"]["c"], f["die"]["r"], f["skin"]["c"], f["skin"]["r"])
+    units = tuple(_unit(ctx, name, raw, path + ("units", name)) for name, raw in f.get("units", {}).items())
+    return ThermalSpec(net, f["ambient_c"], f["tick_s"], f["governor_s"], units)
+
+
+def check_units(ctx: _Ctx, thermal: ThermalSpec, units: set[str]) -> None:
+    """Every throttled unit is one of the profile's."""
+    for u in thermal.units:
+        if u.unit not in units:
+            raise ctx.fail(("thermal", "units", u.unit), f"names unit {_show(u.unit)}, which the profile does not "
+                                                         f"define (units: {', '.join(sorted(units))})")
+

@@ -1,0 +1,142 @@
+"""The thermal model: the RC network's exact steps, the governor's trips, DVFS on a unit, the profile's section."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from runtime.ir.errors import ProfileError
+from sim.cost import OpClass, Precision, Work
+from sim.profile import PROFILE_DIR, load_profile
+from sim.soc import SoC
+from sim.thermal import (Level, Network, Trip, UnitThermal, governed_level, network_step, rc_step, steady_state,
+                         trip_on)
+from sim.unit import Scales, Tag
+
+NET = Network(die_c=3.0, die_r=8.0, skin_c=25.0, skin_r=5.0)
+
+
+# ---- the network
+
+def test_steady_state_is_ambient_plus_power_times_the_total_resistance():
+    die, skin = steady_state(NET, 2.0, 0.0, 25.0)
+    assert die == pytest.approx(25.0 + 2.0 * NET.r_total) and skin == pytest.approx(25.0 + 2.0 * NET.skin_r)
+    # platform heat enters at the skin: it warms the die only through the skin
+    die2, skin2 = steady_state(NET, 2.0, 1.0, 25.0)
+    assert skin2 - skin == pytest.approx(1.0 * NET.skin_r) and die2 - die == pytest.approx(1.0 * NET.skin_r)
+    # a long step lands on it, whatever the start
+    assert network_step(NET, (80.0, 10.0), 2.0, 0.0, 25.0, 1e5) == pytest.approx((die, skin), abs=1e-9)
+
+
+def test_one_node_approaches_exponentially_with_time_constant_rc():
+    assert rc_step(25.0, 35.0, 10.0, 10.0) == pytest.approx(35.0 - 10.0 * math.exp(-1))
+    # a die with (almost) no capacitance: the skin is one RC node, tau = R_skin x C_skin
+    net = Network(die_c=1e-9, die_r=8.0, skin_c=25.0, skin_r=5.0)
+    tau, rise = net.skin_r * net.skin_c, 2.0 * net.skin_r
+    for t in (0.5 * tau, tau, 3 * tau):
+        _, skin = network_step(net, (25.0, 25.0), 2.0, 0.0, 25.0, t)
+        assert skin == pytest.approx(25.0 + rise * (1 - math.exp(-t / tau)), rel=1e-6)
+
+
+def test_steps_are_exact_so_the_tick_does_not_matter():
+    one = network_step(NET, (25.0, 25.0), 3.0, 1.0, 25.0, 60.0)
+    temps = (25.0, 25.0)
+    for _ in range(600):
+        temps = network_step(NET, temps, 3.0, 1.0, 25.0, 0.1)
+    assert temps == pytest.approx(one, rel=1e-9)
+    assert one[0] > one[1] > 25.0   # heat flows from the die through the skin to the air
+
+
+# ---- the governor
+
+GPU = UnitThermal("gpu", (Level(600, 1.0), Level(500, 0.7), Level(400, 0.5)),
+                  (Trip("skin", 40.0, 38.0, 1), Trip("skin", 42.0, 40.0, 2), Trip("die", 90.0, 88.0, 2)))
+
+
+def test_a_trip_switches_on_above_its_threshold_and_off_below_its_clear_point():
+    trip = Trip("skin", 40.0, 38.0, 1)
+    assert not trip_on(False, 39.9, trip) and trip_on(False, 40.0, trip)
+    assert trip_on(True, 38.5, trip)            # inside the hysteresis: stays on
+    assert not trip_on(False, 38.5, trip)       # ... and off stays off
+    assert not trip_on(True, 37.9, trip)
+
+
+def test_the_governor_steps_down_above_a_trip_and_up_below_trip_minus_hysteresis():
+    states = [False] * 3
+    level, states = governed_level(GPU, states, {"skin": 39.0, "die": 60.0})
+    assert level == 0
+    level, states = governed_level(GPU, states, {"skin": 40.5, "die": 60.0})
+    assert level == 1
+    level, states = governed_level(GPU, states, {"skin": 42.5, "die": 60.0})
+    assert level == 2
+    level, states = governed_level(GPU, states, {"skin": 41.0, "die": 60.0})   # below 42, above its clear 40
+    assert level == 2
+    level, states = governed_level(GPU, states, {"skin": 39.0, "die": 60.0})   # second trip clears, first holds
+    assert level == 1
+    level, states = governed_level(GPU, states, {"skin": 37.0, "die": 95.0})   # the die alone can throttle
+    assert level == 2
+    level, states = governed_level(GPU, states, {"skin": 37.0, "die": 60.0})
+    assert level == 0
+    assert GPU.scales(1) == (500 / 600, 0.7)
+
+
+# ---- DVFS on a unit
+
+def _gpu_op() -> Work:
+    return Work("CONV_2D", OpClass.CONV, Precision.FLOAT16, macs=50_000_000, bytes_read=1000, bytes_written=1000)
+
+
+def _run_op(soc, scale=Scales()):
+    soc.env.process(soc.unit("gpu").execute(_gpu_op(), Tag(0, 0), scale))
+    soc.env.run()
+    return soc.trace.intervals[-1]
+
+
+def test_a_dvfs_level_slows_compute_and_cuts_power_and_a_delegate_clock_caps_instead_of_compounding():
+    profile = load_profile("pixel4")
+    nominal = _run_op(SoC(profile))
+    soc = SoC(profile)
+    soc.unit("gpu").dvfs = Scales(0.85, 0.7)
+    slowed = _run_op(soc)
+    assert slowed.seconds > nominal.seconds * 1.1 and slowed.watts < nominal.watts * 0.75
+    # SUSTAINED_SPEED's lower clock (0.8) is already below a 0.85 level: nothing changes
+    sustained = Scales(0.8, 0.8, clock=0.8)
+    assert soc.unit("gpu").clocked(sustained) == sustained
+    # below it, the level's clock runs instead of 0.8 x the level
+    soc.unit("gpu").dvfs = Scales(0.6, 0.4)
+    assert soc.unit("gpu").clocked(sustained) == Scales(pytest.approx(0.6), pytest.approx(0.4), 1.0, 0.6)
+    assert SoC(profile).unit("gpu").clocked(sustained) is sustained   # no governor: untouched
+
+
+# ---- the profile's section
+
+def test_pixel4_has_a_thermal_section_and_other_profiles_need_none():
+    spec = load_profile("pixel4").thermal
+    assert spec is not None and {u.unit for u in spec.units} == {"gpu", "cpu_big"}
+    gpu = next(u for u in spec.units if u.unit == "gpu")
+    assert [lv.mhz for lv in gpu.levels] == [585, 499.2, 427, 345, 257]
+    # active power falls faster than the clock (f V^2)
+    assert all(lv.power < lv.mhz / gpu.levels[0].mhz for lv in gpu.levels[1:])
+    assert load_profile("iphone_xs").thermal is None
+
+
+@pytest.mark.parametrize("old, new, key, complaint", [
+    ("clear_c: 39.1, level: 1}", "clear_c: 41.5, level: 1}", "thermal.units.gpu.trips[0].clear_c", "below at_c"),
+    ("sensor: skin, at_c: 42,", "sensor: case, at_c: 42,", "thermal.units.gpu.trips[1].sensor", "unknown sensor"),
+    ("- [499.2, 0.71]", "- [599.2, 0.71]", "thermal.units.gpu.levels[1][0]", "fastest first"),
+    ("c_j_per_k: 25 ", "c_j_per_k: -25 ", "thermal.skin.c_j_per_k", "positive"),
+    ("    gpu:\n      levels:", "    gpu2:\n      levels:", "thermal.units.gpu2", "does not define"),
+])
+def test_a_bad_thermal_section_names_file_line_and_key(tmp_path: Path, old, new, key, complaint):
+    text = (PROFILE_DIR / "pixel4.yaml").read_text(encoding="utf-8")
+    assert text.count(old) == 1
+    path = tmp_path / "phone.yaml"
+    path.write_text(text.replace(old, new), encoding="utf-8")
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    message = str(info.value)
+    line = next(n for n, l in enumerate(path.read_text().splitlines(), 1) if new.splitlines()[0] in l)
+    assert message.startswith(f"{path}:") and f": {key}: " in message and complaint in message, message
+    assert f"{path}:{line}:" in message or key.endswith("gpu2")
