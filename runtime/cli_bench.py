@@ -11,18 +11,21 @@ from dataclasses import dataclass
 from runtime.cli_common import (PROVIDER_NAMES, add_device_flag, add_model_flags, check_writable, cpp_float,
                                 delegate_kinds, delegate_tool_parser, echo_log, load_device, load_model,
                                 parse_delegate_flags, tflite_bool, to_us, uniform_inputs, write_atomic, zoo_args_text)
-from runtime.cli_profile import Stat, profile_nodes, profiling_report
+from runtime.cli_profile import Stat, memory_lines, profile_nodes, profiling_report
 from runtime import limits
 from runtime.cli_record import benchmark_record
 from runtime.ir.errors import TestbedError
 from runtime.interpreter import Interpreter
 from runtime.measure import measure
-from runtime.runner import strict_json
+from runtime.progress import Progress
+from runtime.footprint import memory_record
+from runtime.runner import strict_json, unit_footprint
 from runtime.trace import chrome_trace
 
 __all__ = ["add_parser", "cmd_benchmark", "threads", "delegate_budget", "count_at_most"]
 
 _INPUT_SEED = 0
+PROGRESS_DELAY_S = 2.0   # host seconds of runs before dtb benchmark shows its progress
 
 
 def threads(text: str) -> int:
@@ -81,6 +84,7 @@ def add_parser(sub) -> None:
     sp.add_argument("--warmup_min_secs", type=_seconds, default=0.0, help="the same for the warm-up runs")
     sp.add_argument("--max_secs", type=_seconds, default=150.0, help="stop a phase after this much simulated time")
     flag("--enable_op_profiling", help="print the per-node tables")
+    flag("--report_peak_memory_footprint", help="also print the peak memory footprint (simulated: exact, not sampled)")
     flag("--require_full_delegation", help="fail unless one delegate runs the whole graph")
     flag("--timing_only", help="skip the math; times are the same, outputs are not computed")
     flag("--cpu_fallback", help="when a delegate fails (while it is applied or in an invoke), go on on the CPU "
@@ -101,10 +105,12 @@ class _Phase:
     inferences: tuple[int, ...]
 
 
-def _run_phase(it: Interpreter, min_runs: int, min_secs: float, max_secs: float, fallback: bool = False) -> _Phase:
+def _run_phase(it: Interpreter, min_runs: int, min_secs: float, max_secs: float, fallback: bool = False,
+               progress: Progress | None = None) -> _Phase:
     """BenchmarkModel::Run: at least min_runs runs and min_secs, at most max_secs (all simulated),
     and never more than limits.MAX_RUNS runs (a fast model under a long --min_secs would loop
-    for hours). `fallback`: invoke as InvokeWithCPUFallback does."""
+    for hours). `fallback`: invoke as InvokeWithCPUFallback does. `progress` steps once a run and
+    is cleared off the terminal before the phase's stdout line."""
     print(f"Running benchmark for at least {min_runs} iterations and at least {cpp_float(min_secs)} seconds "
           f"but terminate if exceeding {cpp_float(max_secs)} seconds.")
     sim = it.simulation
@@ -118,7 +124,11 @@ def _run_phase(it: Interpreter, min_runs: int, min_secs: float, max_secs: float,
         invoke()
         runs.append(to_us(sim.latencies[-1]))
         spent += sim.latencies[-1]
+        if progress:
+            progress.step()
     stat = Stat(list(runs))
+    if progress:
+        progress.clear()
     print(stat.line())
     print()
     return _Phase(tuple(runs), tuple(range(first, first + len(runs))))
@@ -219,15 +229,24 @@ def _benchmark(args: argparse.Namespace, extra: list[str]) -> int:
     init_us = to_us(_init_seconds(sim))
     print(f"The input model file size (MB): {cpp_float(model.size_bytes / 1e6)}")
     print(f"Initialized session in {cpp_float(init_us / 1e3)}ms.")
-    with echo_log():  # a delegate failing in an invoke with --cpu_fallback says so as TFLite logs it
-        warm = _run_phase(it, args.warmup_runs, args.warmup_min_secs, args.max_secs, args.cpu_fallback)
-        regular = _run_phase(it, args.num_runs, args.min_secs, args.max_secs, args.cpu_fallback)
+    # runs on stderr once they have taken PROGRESS_DELAY_S of host time (a quick benchmark shows nothing)
+    progress = Progress(args.parser.prog, "run", delay=PROGRESS_DELAY_S, leave=False,
+                        total=args.warmup_runs + args.num_runs)
+    try:
+        with echo_log():  # a delegate failing in an invoke with --cpu_fallback says so as TFLite logs it
+            warm = _run_phase(it, args.warmup_runs, args.warmup_min_secs, args.max_secs, args.cpu_fallback, progress)
+            regular = _run_phase(it, args.num_runs, args.min_secs, args.max_secs, args.cpu_fallback, progress)
+    finally:
+        progress.close()
     if not regular.us:
         raise TestbedError("no regular run: give --num_runs or --min_secs above 0")
     warm_stat, run_stat = Stat(list(warm.us)), Stat(list(regular.us))
     print(f"Inference timings in us: Init: {init_us}, First inference: {warm_stat.first()}, "
           f"Warmup (avg): {cpp_float(warm_stat.avg())}, Inference (avg): {cpp_float(run_stat.avg())}")
-    m = measure(sim.soc, sim.soc.trace.inferences, len(warm.us))
+    memory = memory_record(sim, unit_footprint(sim))  # the simulated phone's bytes, not the host's
+    for line in memory_lines(memory, args.report_peak_memory_footprint):
+        print(line)
+    m = measure(sim.soc, sim.soc.trace.inferences, len(warm.us), memory=memory)
     for line in _own_lines(m):
         print(line)
     if args.enable_op_profiling:

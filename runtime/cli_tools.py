@@ -19,6 +19,7 @@ from runtime.cli_common import (add_device_flag, add_model_flags, cpp_float, del
 from runtime.cli_profile import Stat
 from runtime.ir.errors import TestbedError
 from runtime.interpreter import Interpreter
+from runtime.sweep import GUARD_CELLS, executor_arg
 
 __all__ = ["add_parsers"]
 
@@ -220,17 +221,6 @@ def cmd_supported_ops(args: argparse.Namespace, extra: list[str]) -> int:
 # -- run, report -----------------------------------------------------------------------------------
 
 
-def _progress_bar():
-    """A one-line bar on stderr, redrawn in place (only used when stderr is a terminal)."""
-
-    def show(done: int, total: int, label: str) -> None:
-        filled = int(20 * done / total) if total else 20
-        sys.stderr.write(f"\r[{'#' * filled}{'-' * (20 - filled)}] {done}/{total} {label[:50]:50s}")
-        sys.stderr.flush()
-
-    return show
-
-
 def _summary(records: list[dict]) -> list[str]:
     rows = [("label", "latency avg ms", "boundary %", "mJ/inference", "delegated nodes")]
     for rec in records:
@@ -249,40 +239,68 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     import threading
 
     from delegates.guard import time_budget
-    from runtime.runner import check_file, run_file
+    from runtime.progress import Progress
+    from runtime.runner import run_file
 
     if args.check:
-        cells = check_file(args.scenario, args.allow_external_delegates)
-        print(f"{args.scenario}: {len(cells)} cell(s) checked, nothing run")
-        for sc in cells:
-            print(f"  {sc.label}")
-        return 0
+        return _check_run(args)
     main = threading.current_thread() is threading.main_thread()
     # SIGTERM ends the run as Ctrl-C does, so the output folder's lock and staging files are cleaned up
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if main else None
     budget = (time_budget(args.delegate_timeout_secs) if args.delegate_timeout_secs is not None
               else contextlib.nullcontext())
-    progress = _progress_bar() if sys.stderr.isatty() else None
+    prog = args.parser.prog if getattr(args, "parser", None) is not None else "dtb run"
+    progress = Progress(prog, "cell")
     try:
         with budget:
-            results = run_file(args.scenario, args.output, progress, args.allow_external_delegates, args.overwrite)
+            results = run_file(args.scenario, args.output, progress, args.allow_external_delegates, args.overwrite,
+                               resume=args.resume, executor=args.executor, workers=args.workers, yes=args.yes,
+                               budget=args.delegate_timeout_secs)
     finally:
+        progress.close()   # before any error line: the bar or the timer's lines never cut into it
         if main:
             signal.signal(signal.SIGTERM, previous)
-    if progress:
-        sys.stderr.write("\n")  # leave the bar's last state on its own line
-    prog = args.parser.prog if getattr(args, "parser", None) is not None else "dtb run"
     warn_refusals(prog, [r["platform_refusal"] for r in results["records"] if r.get("platform_refusal")])
     for line in _summary(results["records"]):
         print(line)
-    print(f"wrote {Path(args.output) / 'results.json'} (and results.csv, trace.json, report.md, manifest.json)")
+    from runtime.report_apps import summary_lines
+    for line in summary_lines(results["records"]):   # app streams: the sustained figure, frames, heat
+        print(line)
+    print(f"wrote {Path(args.output) / 'results.json'} (and results.csv, trace.json, report.md, manifest.json; "
+          f"the cells are in results.db)")
+    return 0
+
+
+def _check_run(args: argparse.Namespace) -> int:
+    """dtb run --check: every cell checked, its label listed, and the run's estimated host time; nothing run."""
+    from runtime.runner import check_file
+    from runtime.sweep import HOW, duration, estimate
+
+    cells = check_file(args.scenario, args.allow_external_delegates)
+    print(f"{args.scenario}: {len(cells)} cell(s) checked, nothing run")
+    for sc in cells:
+        print(f"  {sc.label}")
+    seconds = estimate(cells)
+    print("estimated host time: under 1,000 inferences, not estimated" if seconds is None else
+          f"estimated host time, one cell after another: about {duration(seconds)} ({HOW})")
     return 0
 
 
 def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
-    from runtime.report import render_file
+    from runtime.report import render, render_file
+    from runtime.results_db import is_database, read_results
 
-    text = render_file(args.results, args.format)
+    if is_database(args.results):   # a run's results.db: the cells finished so far
+        results, cells = read_results(args.results)
+        try:
+            text = render(results, args.format)
+        except TestbedError as exc:
+            raise TestbedError(f"{args.results}: {exc}") from None
+        if len(results["records"]) < cells:
+            print(f"dtb report: note: {args.results} holds {len(results['records'])} of the run's {cells} cells",
+                  file=sys.stderr)
+    else:
+        text = render_file(args.results, args.format)
     if args.output:
         write_atomic(args.output, text)
         print(f"wrote {args.output}")
@@ -330,10 +348,20 @@ def add_parsers(sub) -> None:
                     help="load the scenario and check every cell (phones, delegates, inputs); run nothing")
     sp.add_argument("--delegate_timeout_secs", type=delegate_budget, default=None, metavar="SECONDS",
                     help="time budget of each delegate call (default 5, or $DTB_DELEGATE_TIMEOUT; 0: none)")
+    sp.add_argument("--resume", action="store_true",
+                    help="keep the cells the output folder's results.db holds from a run that was stopped, and run "
+                         "the rest (refused if the scenario changed those cells)")
+    sp.add_argument("--executor", type=executor_arg, default=("local", None), metavar="local|dask[=ADDRESS]",
+                    help="local: the cells one after another here (default); dask: each cell a task on a Dask "
+                         "LocalCluster (one process per core), or on the scheduler at ADDRESS")
+    sp.add_argument("--workers", type=_positive, default=None, metavar="N",
+                    help="worker processes of --executor dask's LocalCluster (default: one per core)")
+    sp.add_argument("--yes", action="store_true",
+                    help=f"run a sweep of over {GUARD_CELLS:,} cells, or estimated at an hour or more, without asking")
     sp.set_defaults(fn=cmd_run, parser=sp)
 
     sp = sub.add_parser("report", help="render a results file as Markdown, HTML or CSV")
-    sp.add_argument("results", help="results.json of `dtb run`, or a `dtb benchmark --output_json` file")
+    sp.add_argument("results", help="results.json or results.db of `dtb run`, or a `dtb benchmark --output_json` file")
     sp.add_argument("--format", default="md", choices=["md", "html", "csv"])
     sp.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     sp.set_defaults(fn=cmd_report, parser=sp)

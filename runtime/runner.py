@@ -17,9 +17,10 @@ import numpy as np
 
 from runtime.ir.atomic import write_text
 from runtime.delegation import CpuStep
-from runtime.ir.errors import DelegateError, ScenarioError, TestbedError
+from runtime.ir.errors import ScenarioError, TestbedError
 from runtime.ir.graph import Graph
 from runtime.interpreter import Interpreter
+from runtime.footprint import memory_record
 from runtime.measure import measure, output_diff
 from sim.soc import SoC
 from sim.work import footprint, tensor_bytes
@@ -234,7 +235,8 @@ def simulate(graph: Graph, profile, delegates_for_stream: Callable[[], list], th
         soc.env.process(stream_process(s, it))
     soc.env.run()
     sim = its[0].simulation
-    m = measure(soc, soc.trace.inferences, warmup, unit_footprint(sim))
+    units = unit_footprint(sim)
+    m = measure(soc, soc.trace.inferences, warmup, units, memory_record(sim, units))
     nonfinite = sum((it.simulation.nonfinite for it in its), Counter())
     record = record_fields(m, sim.delegation, kinds, graph, nonfinite, its[0].estimated_ops)
     record["output_diff"] = _diffs(graph, _reference(graph, feeds), outputs) if reference and feeds else []
@@ -266,8 +268,10 @@ def record_fields(m, delegation, kinds: Sequence[str], graph: Graph, nonfinite: 
         "energy": {"total_mj": m.energy_mj, "avg_power_w": m.avg_power_w, "peak_power_w": m.peak_power_w,
                    "rails": {r.rail: {"active_mj": r.active_mj, "total_mj": r.total_mj} for r in m.energy}},
         "per_op": [{"node": o.node, "unit": o.unit, "first_ms": o.first_s * 1e3, "avg_ms": o.avg_s * 1e3,
-                    "count": o.count} for o in m.per_op],
+                    "count": o.count, "mem_bytes": o.mem_bytes} for o in m.per_op],
         "footprint_bytes": dict(m.footprint),
+        # weights, TFLite's CPU arena, each delegate unit's buffers (runtime/footprint.py)
+        **({"memory": m.memory.as_json()} if m.memory is not None else {}),
         "log": list(delegation.log),
     }
 
@@ -326,7 +330,11 @@ def cell_profile(sc):
 
 
 def run_scenario(sc, progress: Progress | None = None) -> tuple[dict, SoC]:
-    """One matrix cell: build the model and the phone, run, measure; the record of results.json."""
+    """One matrix cell: build the model and the phone, run, measure; the record of results.json.
+    A cell of concurrent apps (runtime/apps.py) gives a list: a record per app stream."""
+    if hasattr(sc, "apps"):
+        from runtime.apps import run_apps
+        return run_apps(sc, progress)
     profile = cell_profile(sc)
     graph = build_model(sc.model, sc.source)
     threads = sc.cpu.threads if sc.cpu.threads else 4 if profile.os == "android" else 2
@@ -356,6 +364,9 @@ def _check_cell(sc) -> None:
     """The cell's phone and delegates (created once and dropped), and its input file against the model."""
     where = f"{sc.source}" + (f" ({sc.label})" if sc.label else "")
     try:
+        if hasattr(sc, "apps"):
+            from runtime.apps import check_apps
+            return check_apps(sc)
         _delegate_factory(sc.delegates, cell_profile(sc))
         if sc.inputs.file is not None:
             make_inputs(build_model(sc.model, sc.source), sc.inputs, 0)
@@ -376,40 +387,50 @@ def check_file(path: str | os.PathLike, allow_external_delegates: bool = False) 
 
 
 def run_file(path: str | os.PathLike, out_dir: str | os.PathLike, progress: Progress | None = None,
-             allow_external_delegates: bool = False, overwrite: bool = False) -> dict:
+             allow_external_delegates: bool = False, overwrite: bool = False, *, resume: bool = False,
+             executor: tuple[str, str | None] = ("local", None), workers: int | None = None, yes: bool = False,
+             budget: float | None = None) -> dict:
     """Every cell of a scenario file; writes results.json, results.csv, trace.json and report.md
-    (and manifest.json, written last). Before any cell runs: the output folder is checked and
-    locked, the scenario loaded and every cell checked; a folder holding another scenario's
-    results is refused unless `overwrite` (runtime/outdir.py). A delegate failing while a cell
-    runs is a DelegateError naming the file and the cell."""
+    (and manifest.json, written last). Before any cell runs: a sweep of over sweep.GUARD_CELLS cells
+    or estimated at an hour or more is refused unless `yes` (runtime/sweep.py), the output folder is
+    checked and locked, the scenario loaded and every cell checked; a folder holding another
+    scenario's results is refused unless `overwrite` (runtime/outdir.py). Each cell goes into the
+    folder's results.db as it finishes, and `resume` skips the cells it holds (runtime/results_db.py);
+    the four files are exported from it at the end. `executor`: ("local", None) runs the cells here,
+    ("dask", ADDRESS or None) as Dask tasks (`workers` processes on a LocalCluster; `budget`: the
+    delegate time budget there). `progress(done, total, label)` is called as cells finish. A
+    delegate failing while a cell runs is a DelegateError naming the file and the cell."""
+    from runtime import sweep
     from runtime.outdir import ResultsFolder, check_output_path
-    from runtime.trace import chrome_trace, write_trace
+    from runtime.results_db import CellStore
 
     out = Path(out_dir)
     check_output_path(out)
-    cells = check_file(path, allow_external_delegates)
-    with ResultsFolder(out, path, overwrite) as folder:
-        records, traces = [], []
-        for k, sc in enumerate(cells):
-            try:
-                record, soc = run_scenario(sc, progress)
-            except DelegateError as exc:
-                raise DelegateError(f"{sc.source}" + (f" ({sc.label})" if sc.label else "") + f": {exc}") from exc
-            records.append(record)
-            traces.append(chrome_trace(soc, sc.label or sc.name, pid=k + 1))
+    sweep.guard_count(path, yes)          # before the matrix is expanded
+    with sweep.Executor(executor, workers) as pool:   # a LocalCluster starts beside the loading
+        cells = check_file(path, allow_external_delegates)
+        sweep.guard_time(path, cells, yes)
+        with ResultsFolder(out, path, overwrite) as folder, CellStore(out, path, cells, resume, overwrite) as store:
+            def done(k: int, record_json: str, events: bytes) -> None:
+                store.put(k, record_json, events)
+                if progress:
+                    progress(len(store.done), len(cells), f"cell {cells[k].label}")
+
             if progress:
-                progress(k + 1, len(cells), f"cell {sc.label}")
-        results = strict_json({"schema": 1, "scenario": str(path), "records": records})
-        folder.commit(_writers(results, traces, write_trace))
+                progress(len(store.done), len(cells), "")
+            pool.run(cells, [k for k in range(len(cells)) if k not in store.done], done, budget)
+            records = [r for stored in store.records() for r in (stored if isinstance(stored, list) else [stored])]
+            results = strict_json({"schema": 1, "scenario": str(path), "records": records})   # apps: one a stream
+            folder.commit(_writers(results, store.write_trace))
     return results
 
 
-def _writers(results: dict, traces: list, write_trace) -> dict[str, Callable[[Path], object]]:
+def _writers(results: dict, write_trace: Callable[[Path], object]) -> dict[str, Callable[[Path], object]]:
     from runtime.report import render
 
     return {
         "results.json": lambda p: write_text(p, json.dumps(results, indent=1, sort_keys=True, allow_nan=False)),
         "results.csv": lambda p: write_text(p, render(results, "csv")),
         "report.md": lambda p: write_text(p, render(results, "md")),
-        "trace.json": lambda p: write_trace(p, traces),
+        "trace.json": write_trace,
     }

@@ -66,7 +66,7 @@ def test_each_run_writes_a_manifest_last_naming_the_set(tmp_path):
     run_file(path, tmp_path / "out")
     manifest = consistent(tmp_path / "out")
     assert sorted(manifest["files"]) == sorted(FILES) and manifest["scenario"] == str(path.resolve())
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted([*FILES, MANIFEST])
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted([*FILES, MANIFEST, "results.db"])
 
 
 def test_another_scenario_is_refused_unless_overwrite_is_asked_for(tmp_path, capsys):

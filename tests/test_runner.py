@@ -29,7 +29,7 @@ def scenario(tmp_path_factory):
 def test_run_file_writes_every_result_file(scenario, tmp_path):
     results = run_file(scenario, tmp_path / "out")
     names = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert names == ["manifest.json", "report.md", "results.csv", "results.json", "trace.json"]
+    assert names == ["manifest.json", "report.md", "results.csv", "results.db", "results.json", "trace.json"]
     on_disk = json.loads((tmp_path / "out" / "results.json").read_text())
     assert on_disk == json.loads(json.dumps(results, sort_keys=True))
     cpu, gpu = on_disk["records"]
