@@ -6,6 +6,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from runtime.ops.base import Node, activate, as_float32, pad_before, out_size
+from runtime.ops.fast_select import conv_work, fast
 from runtime.ops.ordered import in_dynamic_range_model, ordered_matmul
 from runtime.ops.parallel import row_split
 
@@ -95,7 +96,10 @@ def _ordered(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 def conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
     # Feeding a hybrid op's run-time quantization, an ulp matters: reference_ops::Conv's order then.
-    out, shape = conv_sums(node, x, w, _ordered if in_dynamic_range_model(node.graph) else np.matmul)
+    dynamic_range = in_dynamic_range_model(node.graph)
+    if not dynamic_range and (f := fast("fast_conv", conv_work(node, x, w))) is not None:  # runtime/ops/fast_conv.py
+        return f.conv_2d(node, x, w, bias)
+    out, shape = conv_sums(node, x, w, _ordered if dynamic_range else np.matmul)
     if bias is not None:
         out += bias
     return activate(out.reshape(shape), node.options.fused_activation_function)
@@ -129,6 +133,8 @@ def _phases(node: Node, x: np.ndarray, pads, sh: int, sw: int, pad_value: float,
 
 
 def depthwise_conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    if (f := fast("fast_conv", conv_work(node, x, w))) is not None:  # the same sums in the same order, in numba
+        return f.depthwise_conv_2d(node, x, w, bias)
     out = depthwise_sums(node, x, w, bias)
     return activate(out, node.options.fused_activation_function)
 

@@ -3,10 +3,11 @@ rows across threads (NumPy releases the GIL inside its ufuncs)."""
 
 from __future__ import annotations
 
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController, threadpool_limits
 
 _state = {"threads": 1, "pool": None, "blas_set": False}
 
@@ -45,3 +46,34 @@ def row_split(work: Callable[[int, int], None], rows: int, elements: int) -> Non
     work(bounds[0], bounds[1])
     for f in futures:
         f.result()
+
+
+@contextlib.contextmanager
+def single_threaded_blas():
+    """BLAS on one thread inside the block, for callers that split a GEMM over threads of their
+    own (runtime/ops/fast_gemm.py): each piece's sgemm then runs on the thread that took it.
+    OpenBLAS's own workers would also wait for work by spinning, holding a core that a piece
+    on a loaded machine needs."""
+    n = _state["threads"]
+    setters = _blas_setters()  # even for n = 1: a BLAS loaded after set_num_threads has its default
+    for set_threads in setters:
+        set_threads(1)
+    try:
+        yield
+    finally:
+        for set_threads in setters:
+            set_threads(n)
+
+
+def _blas_setters() -> list:
+    """Each loaded BLAS's set-thread-count function: OpenBLAS's own C entry point where
+    threadpoolctl exposes it (a call costs well under a microsecond), else threadpoolctl's."""
+    found = _state.get("blas")
+    if found is None:  # listing the loaded libraries is slow: once
+        found = []
+        for c in ThreadpoolController().select(user_api="blas").lib_controllers:
+            symbol = getattr(c, "_get_symbol", lambda name: None)
+            direct = symbol("openblas_set_num_threads") if getattr(c, "threading_layer", "") == "pthreads" else None
+            found.append(direct or c.set_num_threads)
+        _state["blas"] = found
+    return found

@@ -9,6 +9,7 @@ import numpy as np
 from runtime.ops import quant
 from runtime.ops import conv
 from runtime.ops.base import Node
+from runtime.ops.fast_select import conv_work, fast
 
 _EXACT = 2**24  # float32 holds every integer up to this exactly
 
@@ -118,6 +119,10 @@ def _constant_bias(node: Node) -> bool:
 
 
 def conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    # numba (runtime/ops/fast_qconv.py): the same integers, requantised in one pass; None: not handled.
+    f = fast("fast_qconv", conv_work(node, x, w))
+    if f is not None and (out := f.conv_2d(node, x, w, bias)) is not None:
+        return out
     legacy = x.dtype == np.uint8  # uint8 subtracts zp_w and forms the scale product in float32
     wf = _weights(node, w, subtract_zp=legacy)
     zp = node.input(0).quant.zero_point[0]
@@ -128,6 +133,9 @@ def conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = 
 
 
 def depthwise_conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    f = fast("fast_qconv", conv_work(node, x, w))
+    if f is not None and (out := f.depthwise_conv_2d(node, x, w, bias)) is not None:
+        return out
     legacy = x.dtype == np.uint8
     if w.shape[1] * w.shape[2] * _raw_bound(x, legacy) > _EXACT:
         raise node.fail(f"filter {w.shape[1]}x{w.shape[2]} is too large for exact float32 sums")

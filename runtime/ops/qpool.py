@@ -7,6 +7,7 @@ import numpy as np
 from runtime.ops import quant
 from runtime.ops import pool
 from runtime.ops.base import Node
+from runtime.ops.fast_select import fast, pool_work
 from runtime.ir.options import Padding
 
 
@@ -26,6 +27,8 @@ def _global(node: Node, x: np.ndarray) -> bool:
 
 def average_pool_2d(node: Node, x: np.ndarray) -> np.ndarray:
     """Sum of raw q over in-image elements, divided by their count with rounding (no rescale)."""
+    if (f := fast("fast_pool", pool_work(node, x))) is not None and (out := f.average_pool_2d(node, x)) is not None:
+        return out  # numba (runtime/ops/fast_pool.py): the same integers in one pass
     if _global(node, x):  # integer sums are exact in any order: one reduction, not k*k adds
         acc = x.sum(axis=(1, 2), keepdims=True, dtype=np.int64)
         n = np.int64(x.shape[1] * x.shape[2])
@@ -43,6 +46,8 @@ def average_pool_2d(node: Node, x: np.ndarray) -> np.ndarray:
 
 
 def max_pool_2d(node: Node, x: np.ndarray) -> np.ndarray:
+    if (f := fast("fast_pool", pool_work(node, x))) is not None and (out := f.max_pool_2d(node, x)) is not None:
+        return out
     views, _ = pool._windows(node, x, np.iinfo(x.dtype).min)
     out = views[0].copy()
     for v in views[1:]:
