@@ -138,6 +138,10 @@ class _Setup:
     names: str                  # "TfLiteGpuDelegateV2" or "the CPU (1 thread)"
     same: bool                  # no delegate and one thread: the evaluated run is the reference
     delegated: list = field(default_factory=lambda: [0])  # ops the delegates took, known once applied
+    # Interpreters for the host's math: without delegates, a plain CPU interpreter computes exactly
+    # what the simulated CPU does (the same kernels) without stepping a simulated phone per invoke.
+    host_test: Callable[[], Interpreter] | None = None
+    host_reference: Callable[[], Interpreter] | None = None
 
 
 def _setup(args: argparse.Namespace, extra: list[str]) -> _Setup:
@@ -158,10 +162,14 @@ def _setup(args: argparse.Namespace, extra: list[str]) -> _Setup:
     def reference() -> Interpreter:
         return Interpreter(graph=graph, num_threads=1, device=profile)
 
+    def host(threads: int) -> Callable[[], Interpreter]:
+        return lambda: Interpreter(graph=graph, num_threads=threads)
+
     n = args.num_interpreter_threads
     names = ", ".join(d.name for d in first) or ("the CPU (all big cores)" if n == -1 else
                                                  f"the CPU ({n} thread{'s' if n > 1 else ''})")
-    return _Setup(profile, model, test, reference, names, not first and n == 1)
+    return _Setup(profile, model, test, reference, names, not first and n == 1,
+                  host_test=None if first else host(n), host_reference=host(1))
 
 
 def _run(setup: _Setup, paths: Sequence[Path], prepare: Callable[[Path], np.ndarray], batch: int):
@@ -170,13 +178,15 @@ def _run(setup: _Setup, paths: Sequence[Path], prepare: Callable[[Path], np.ndar
     with echo_log():  # the delegation log, as TFLite's tools print it when the delegates are applied
         test = setup.test()
     setup.delegated[0] = len(test.simulation.delegation.delegated_ops())
-    configs = [(test, setup.test)] + ([] if setup.same else [(setup.reference(), setup.reference)])
+    configs = [(test, setup.host_test or setup.test)]
+    configs += [] if setup.same else [(setup.reference(), setup.host_reference)]
     runners, timings = [], []
     for it, make in configs:
         it.allocate_tensors()
         timing = time_one_image(it, first)
         timings.append(timing)
-        runners.append(Runner(make, batch, single=it, first=timing))
+        simulated = make in (setup.test, setup.reference)
+        runners.append(Runner(make, batch, single=it if simulated else None, first=timing))
 
     def chunks() -> Iterator[tuple[range, list, list]]:
         step = max(r.batch for r in runners)
