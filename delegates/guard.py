@@ -22,6 +22,7 @@ import time
 from typing import Any, Callable, Iterator
 
 from runtime.ir.errors import DelegateError
+from runtime.ops.fast_jit import compile_seconds
 
 __all__ = ["DEFAULT_BUDGET_S", "DelegateTimeout", "budget", "set_budget", "time_budget", "call", "run"]
 
@@ -79,8 +80,9 @@ class _Worker:
         threading.Thread(target=self._serve, name="delegate-calls", daemon=True).start()
 
     def mark(self, what: str) -> None:
-        """A new delegate call starts: its budget counts from now."""
-        self.stamp = (what, time.monotonic())
+        """A new delegate call starts: its budget counts from now, less the time spent compiling
+        kernels meanwhile (a first call on a cold cache compiles them: slow, not hung)."""
+        self.stamp = (what, time.monotonic(), compile_seconds())
 
     def _serve(self) -> None:
         _local.serving = self
@@ -128,10 +130,12 @@ def run(body: Callable[[Callable[[str], None]], Any], what: str = "delegate call
     try:
         while True:
             stamp = worker.stamp
-            wait = limit if stamp is None else stamp[1] + limit - time.monotonic()
+            wait = limit if stamp is None else stamp[1] + limit + compile_seconds() - stamp[2] - time.monotonic()
             try:
                 ok, value, failed_in = reply.get(timeout=max(wait, 0.0))
             except queue.Empty:
+                if stamp is not None and stamp[1] + limit + compile_seconds() - stamp[2] > time.monotonic():
+                    continue  # the call compiled kernels meanwhile: its budget moved on by that time
                 if worker.stamp is stamp:  # no new call started while we waited: this one is stuck
                     name = stamp[0] if stamp else what
                     raise DelegateTimeout(f"{name} did not return within {limit:g} s (the delegate time "

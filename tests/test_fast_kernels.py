@@ -336,7 +336,9 @@ def test_a_stalled_parallel_loop_falls_back_to_one_thread(monkeypatch):
         np.testing.assert_array_equal(out, outs[0])
 
 
-def test_the_fast_path_is_the_default_and_numpy_selects_the_reference():
+def test_the_fast_path_is_the_default_and_numpy_selects_the_reference(monkeypatch):
+    monkeypatch.delenv(fast_select.ENV_VAR, raising=False)
+    monkeypatch.setitem(fast_select._state, "choice", None)  # as in a fresh process
     case = Case("depthwise", "int8", h=40, w=40, cin=16)  # 230K multiply-adds
     graph, args = build(case)
     node = Node(0, graph.ops[0], graph)
@@ -351,8 +353,9 @@ def test_the_fast_path_is_the_default_and_numpy_selects_the_reference():
     assert "fast_taps" not in other.cache and fast_select.kernels() == "fast"
 
 
-def test_tiny_ops_stay_on_the_reference_kernels():
+def test_tiny_ops_stay_on_the_reference_kernels(monkeypatch):
     """Below MIN_WORK the NumPy kernel runs (a program of tiny models never imports numba)."""
+    monkeypatch.setitem(fast_select._state, "choice", "fast")
     case = Case("conv", "float32", h=8, w=8, cin=3, cout=8)  # 14K multiply-adds
     graph, args = build(case)
     node = Node(0, graph.ops[0], graph)
@@ -374,6 +377,7 @@ def test_kernel_choice_from_the_environment(monkeypatch):
 
 
 def test_without_numba_the_reference_runs(monkeypatch):
+    monkeypatch.setitem(fast_select._state, "choice", "fast")
     monkeypatch.setitem(fast_select._state, "modules", {})
     monkeypatch.setitem(fast_select._state, "warned", False)
     monkeypatch.setattr(fast_select.importlib.util, "find_spec", lambda name: None)

@@ -9,10 +9,11 @@ import threading
 import time
 
 import numba
+import numba.core.event
 
 from runtime.ops import parallel
 
-__all__ = ["jit", "pjit", "threads", "run"]
+__all__ = ["jit", "pjit", "threads", "run", "compile_seconds"]
 
 _state: dict = {}
 _OPTIONS = dict(nogil=True, fastmath=False, boundscheck=False, error_model="numpy")
@@ -40,6 +41,37 @@ def pjit(fn):
     its own workqueue, whichever the installation has). The pool hands out work without the
     GIL in a few microseconds, where a Python thread pool takes tens per hand-off."""
     return _compile(fn, parallel=True)
+
+
+class _CompileClock(numba.core.event.Listener):
+    """Host seconds numba has spent compiling, the compile under way included: a delegate's time
+    budget (delegates/guard.py) does not count them, so a first call on a cold cache, which
+    compiles its kernels, is not taken for a hung delegate."""
+
+    def __init__(self) -> None:
+        self.done, self.depth, self.since = 0.0, 0, 0.0
+
+    def on_start(self, event) -> None:
+        if self.depth == 0:
+            self.since = time.monotonic()
+        self.depth += 1
+
+    def on_end(self, event) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            self.done += time.monotonic() - self.since
+
+    def seconds(self) -> float:
+        return self.done + (time.monotonic() - self.since if self.depth else 0.0)
+
+
+_clock = _CompileClock()
+numba.core.event.register("numba:compile", _clock)
+
+
+def compile_seconds() -> float:
+    """Host seconds spent compiling kernels so far in this process (a running total)."""
+    return _clock.seconds()
 
 
 def threads() -> int:
