@@ -22,7 +22,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from runtime.cli import main as dtb  # noqa: E402
+from runtime.cli.main import main as dtb  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "eval")
 PRECISIONS = ("float32", "float16", "dynamic", "int8")

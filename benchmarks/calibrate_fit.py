@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import yaml  # noqa: E402
 
-from runtime.calibrate import Evaluator, candidate_params, fit, load_base  # noqa: E402
-from runtime.cli_calibrate import _models  # noqa: E402
-from runtime.measurements import Row  # noqa: E402
+from runtime.calibration.fit import Evaluator, candidate_params, fit, load_base  # noqa: E402
+from runtime.cli.calibrate import _models  # noqa: E402
+from runtime.calibration.rows import Row  # noqa: E402
 
 FACTORS = {("units", "cpu_big", "efficiency", "conv"): 1.15, ("units", "gpu", "efficiency", "conv"): 0.9}
 

@@ -26,9 +26,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import numpy as np  # noqa: E402
 
-from runtime.interpreter import Interpreter  # noqa: E402
-from runtime.loader import ModelSource, load_model  # noqa: E402
-from runtime.tflite_write import save  # noqa: E402
+from runtime.interpreter.api import Interpreter  # noqa: E402
+from runtime.model.loader import ModelSource, load_model  # noqa: E402
+from runtime.model.tflite_write import save  # noqa: E402
 
 
 def _median_ms(interpreter, runs: int) -> float:
@@ -54,7 +54,7 @@ import json, sys, time
 start = time.perf_counter()
 sys.path.insert(0, sys.argv[3])
 import numpy as np
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 imported = time.perf_counter()
 it = Interpreter(model_path=sys.argv[1], num_threads=int(sys.argv[2]))
 it.allocate_tensors()

@@ -4,7 +4,7 @@ Usage: python benchmarks/eval_vs_litert.py [--images 1000] [--precision float32|
 
 The image folder holds the digits classifier's 629 held-out images (tests/fixtures/eval/digits)
 copied under new names until it has --images files. Both sides decode and preprocess every image
-the same way (runtime.evaluation.preprocess: TFLite's central crop, resize and normalisation);
+the same way (runtime.evaluation.classification.preprocess: TFLite's central crop, resize and normalisation);
 LiteRT then invokes one image at a time, as TFLite's own evaluation tool does, and `dtb eval`
 runs as a user runs it on the CPU (batched on the host where the model allows). Prints the
 wall time of each, images per second, and the ratio dtb / LiteRT.
@@ -25,9 +25,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import numpy as np  # noqa: E402
 
-from runtime.cli import main as dtb  # noqa: E402
-from runtime.evaluation import input_spec, list_images, preprocess  # noqa: E402
-from runtime.tflite_io import load  # noqa: E402
+from runtime.cli.main import main as dtb  # noqa: E402
+from runtime.evaluation.classification import input_spec, list_images, preprocess  # noqa: E402
+from runtime.model.tflite_read import load  # noqa: E402
 
 DIGITS = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "eval", "digits")
 

@@ -18,7 +18,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from delegates.api import Delegate, DelegateKernel, Support  # noqa: E402
-from runtime.delegation import DelegateStep, apply_delegates  # noqa: E402
+from runtime.interpreter.delegation import DelegateStep, apply_delegates  # noqa: E402
 from runtime.ir.graph import DType, Graph, Op, Tensor  # noqa: E402
 from runtime.ir.optypes import OpType  # noqa: E402
 from runtime.ir.partition import PlanNode, partition_plan  # noqa: E402

@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 
 from delegates.registry import make_delegate  # noqa: E402
 from runtime import zoo  # noqa: E402
-from runtime.interpreter import Interpreter  # noqa: E402
+from runtime.interpreter.api import Interpreter  # noqa: E402
 from sim.profile import load_profile  # noqa: E402
 
 

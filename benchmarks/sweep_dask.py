@@ -41,7 +41,7 @@ def _run(scenario: Path, out: Path, *flags: str) -> float:
     """Wall seconds of one `dtb run` in a fresh interpreter."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "runtime.cli", "run", str(scenario), "-o", str(out), *flags],
+    done = subprocess.run([sys.executable, "-m", "runtime.cli.main", "run", str(scenario), "-o", str(out), *flags],
                           cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seconds = time.perf_counter() - start
     if done.returncode:

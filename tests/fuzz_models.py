@@ -8,7 +8,7 @@ The mutations know the flatbuffer's layout: they rewrite shape dimensions, strid
 options fields, op code indices and builtin codes, tensor and buffer indices, quantization
 parameters, option table types, vtable entries, offsets and vector lengths in place, and at the
 graph level they give ops another type's options, drop quantization, change op types and shapes
-(written back with runtime.tflite_write); besides, files are truncated and bits flipped at random.
+(written back with runtime.model.tflite_write); besides, files are truncated and bits flipped at random.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ SLACK_BYTES = 48 << 20
 
 def corpus() -> list[Path]:
     """Every fixture model the reader accepts unchanged (the malformed ones are their own tests)."""
-    from runtime import tflite_io
+    from runtime.model import tflite_read as tflite_io
     from runtime.ir.errors import ModelError
 
     paths = []
@@ -308,10 +308,10 @@ def mutate_graph(rng, data: bytes) -> tuple[bytes, str]:
     """Graph-level damage written back as a valid flatbuffer: what byte edits cannot express
     (an options table of another type, quantization removed, a field the file left at its default)."""
     from runtime.ir import options as opt
-    from runtime import tflite_io
+    from runtime.model import tflite_read as tflite_io
     from runtime.ir.graph import Tensor
     from runtime.ops import KERNELS
-    from runtime.tflite_write import dumps
+    from runtime.model.tflite_write import dumps
 
     try:
         graph = tflite_io.loads(data)
@@ -533,7 +533,7 @@ def _phone():
 
 def run_api(out: Outcome, path: str, limit: int, simulated: bool, delegate: str | None = None) -> None:
     from runtime.ir.errors import DelegateError, ModelError
-    from runtime.interpreter import Interpreter
+    from runtime.interpreter.api import Interpreter
 
     where = "sim" if simulated else "api"
     stage = "load"
@@ -584,7 +584,7 @@ def run_api(out: Outcome, path: str, limit: int, simulated: bool, delegate: str 
 
 
 def run_cli(out: Outcome, path: str, limit_mb: int, extra: tuple[str, ...] = ()) -> None:
-    from runtime.cli import main
+    from runtime.cli.main import main
 
     err, sink = io.StringIO(), io.StringIO()
     try:
@@ -720,7 +720,7 @@ def run_case(data: bytes, path: str, name: str, steps: list[str], rng, limit_mb:
 def _input_bytes(data: bytes) -> int:
     """The model's input tensors' bytes: the caller's own input arrays (the interpreter copies
     them in, as LiteRT's set_tensor does) are outside the plan the limit holds."""
-    from runtime import tflite_io
+    from runtime.model import tflite_read as tflite_io
 
     try:
         graph = tflite_io.loads(data, memory_limit=LIMIT_MB << 20)
@@ -741,7 +741,7 @@ def make_case(rng, paths: list[Path]) -> tuple[Path, bytes, list[str]]:
 def _subprocess_check(path: str, limit_mb: int) -> str | None:
     """`dtb benchmark` as a user runs it: exit 0, or 1 with one line naming the file; None when so."""
     try:
-        proc = subprocess.run([sys.executable, "-m", "runtime.cli", "benchmark", "--graph", path, "--num_runs", "1",
+        proc = subprocess.run([sys.executable, "-m", "runtime.cli.main", "benchmark", "--graph", path, "--num_runs", "1",
                                "--memory_limit_mb", str(limit_mb)], capture_output=True, text=True,
                               timeout=CASE_SECONDS + 10)
     except subprocess.TimeoutExpired:

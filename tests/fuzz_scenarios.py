@@ -6,7 +6,7 @@ when the case is made, and applies one to three mutations: structural ones on th
 swap values, deep nesting) and textual ones (anchors and aliases up to alias bombs, bad tags,
 truncation, stray characters, broken indentation). The mutated file then goes through one of:
 
-- api:   load_scenario + every cell's check (runtime.runner.check_file), or load_profile;
+- api:   load_scenario + every cell's check (runtime.sweep.runner.check_file), or load_profile;
 - check: `dtb run FILE --check` (a profile: inside a small scenario that names it as its device);
 - run:   `dtb run` for real, one cell, one timing-only run (the mutated document with its counts cut
          down; a profile: a tiny model on it, with a delegate).
@@ -300,7 +300,7 @@ def _one_run_variant(text: str) -> str | None:
 
 
 def _cli(argv: list[str], names: list[str]) -> tuple[str, str]:
-    from runtime.cli import main
+    from runtime.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     try:
@@ -325,7 +325,7 @@ def _api(case: Case, path: Path) -> tuple[str, str]:
 
     try:
         if case.kind == "scenario":
-            from runtime import runner
+            from runtime.sweep import runner
 
             runner.check_file(path)
         else:
@@ -386,8 +386,8 @@ def serve(work: Path) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     sys.stdout = open(os.devnull, "w")
-    import runtime.cli  # noqa: F401 - the imports are not a case's time
-    import runtime.runner  # noqa: F401
+    import runtime.cli.main  # noqa: F401 - the imports are not a case's time
+    import runtime.sweep.runner  # noqa: F401
     import sim.profile  # noqa: F401
     proto.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from runtime.apps import run_apps
+from runtime.sweep.app_streams import run_apps
 from runtime.ir.errors import ScenarioError
-from runtime.runner import check_file, run_file
-from runtime.scenario import load_scenario, scenario_from_text
-from runtime.trace import chrome_trace
+from runtime.sweep.runner import check_file, run_file
+from runtime.scenario.load import load_scenario, scenario_from_text
+from runtime.measure.chrome_trace import chrome_trace
 from sim.profile import PROFILE_DIR
 
 CAMERA = "{zoo: mobilenet_v1, args: {alpha: 0.5, resolution: 160}}"   # ~4 ms on the Pixel 4's GPU
@@ -221,8 +221,8 @@ def test_an_apps_matrix_varies_the_air_and_the_apps(tmp_path):
 
 
 def test_the_keys_that_make_an_apps_scenario_are_scenario_keys():
-    import runtime.scenario as scenario
-    from runtime.scenario_apps import APPS_KEYS
+    import runtime.scenario.load as scenario
+    from runtime.scenario.apps import APPS_KEYS
 
     assert set(APPS_KEYS) <= set(scenario._SCHEMA)
     assert all(f'"{key}"' in Path(scenario.__file__).read_text() for key in APPS_KEYS)

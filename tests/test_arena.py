@@ -1,4 +1,4 @@
-"""TFLite's arena planner (runtime/arena.py): properties on random lifetimes, an independent planner
+"""TFLite's arena planner (runtime/measure/arena.py): properties on random lifetimes, an independent planner
 written here, libstdc++'s orders, and every tensor's offset against LiteRT's own addresses."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from runtime import arena
-from runtime.footprint import graph_arena
-from runtime.libstdcxx import cxx_sort, unordered_set_order
-from runtime.tflite_io import load
+from runtime.measure import arena
+from runtime.measure.footprint import graph_arena
+from runtime.measure.libstdcxx import cxx_sort, unordered_set_order
+from runtime.model.tflite_read import load
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
@@ -174,8 +174,8 @@ def test_offsets_equal_litert(path):
                                                ("mobilenet_v2", "float16"), ("squeezenet", "dynamic_range"),
                                                ("tiny_cnn", "uint8")])
 def test_zoo_offsets_equal_litert(name, quantization):
-    from runtime.loader import ModelSource, load_model
-    from runtime.tflite_write import dumps
+    from runtime.model.loader import ModelSource, load_model
+    from runtime.model.tflite_write import dumps
 
     graph = load_model(ModelSource(zoo=name, quantization=quantization))
     seen, kept = _check(dumps(graph), graph)
@@ -185,7 +185,7 @@ def test_zoo_offsets_equal_litert(name, quantization):
 def test_mobilenet_v1_arena_figures():
     """The zoo's MobileNet v1 1.0/224: LiteRT's arena holds the input, the two largest activations
     alive at once, and the rest fitted around them."""
-    from runtime.loader import ModelSource, load_model
+    from runtime.model.loader import ModelSource, load_model
 
     cpu = graph_arena(load_model(ModelSource(zoo="mobilenet_v1")))
     assert cpu.plan.size == 5419008 and cpu.plan.persistent_size == 0

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ir.graph import DType, Graph, Op, Tensor
 from runtime.ir.optypes import OpType
 from runtime.ir.options import Activation, FullyConnectedOptions, Padding
@@ -125,7 +125,7 @@ def test_a_trained_model_batched_gives_each_image_its_own_outputs(kernels):
 def test_the_evaluation_runner_keeps_its_batches_on_a_float_model():
     """Runner checks a batch's first image against its batch-1 run and falls back to one image
     per invoke on any difference: on a float model it now keeps batching."""
-    from runtime.evaluation import Runner, Timing
+    from runtime.evaluation.classification import Runner, Timing
 
     rng = np.random.default_rng(1)
     make = lambda: Interpreter(model_path=DIGITS, num_threads=2)  # noqa: E731

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runtime import cli
-from runtime.calibrate import fit
-from runtime.cli_calibrate import _fmt, calibrate_files, render_profile
+from runtime.cli import main as cli
+from runtime.calibration.fit import fit
+from runtime.cli.calibrate import _fmt, calibrate_files, render_profile
 from runtime.ir.errors import ScenarioError
-from runtime.measurements import MeasurementError, read_csv, read_log, read_measurements
+from runtime.calibration.rows import MeasurementError, read_csv, read_log, read_measurements
 from runtime.ir.yamlcheck import parse
 from sim.profile import PROFILE_DIR, load_profile
 
@@ -178,7 +178,7 @@ def test_calibrate_writes_a_loadable_profile_and_prints_the_cross_validation(tmp
 
 def test_a_scenario_can_run_the_phone_on_another_api_level(tmp_path):
     """The per-channel int8 MobileNet needs NNAPI 1.2: the Pixel 3 on Android 10 takes it, on 9 not."""
-    from runtime.runner import run_file
+    from runtime.sweep.runner import run_file
 
     text = ("device: pixel3\nmodel: {zoo: tiny_cnn, quantization: int8}\ndelegates: [nnapi: {}]\n"
             "timing_only: true\nruns: {warmup: 0, count: 1}\nmatrix:\n  api_level: [28, 29]\n")
@@ -195,8 +195,8 @@ def test_re_timing_a_plan_on_other_numbers_equals_a_fresh_simulation():
     """The fit re-times each row's plan on each trial profile; that must be what a fresh
     interpreter on that profile simulates, NNAPI driver costs and steps included."""
     from delegates.registry import parse_flags
-    from runtime.interpreter import Interpreter
-    from runtime.measurements import DELEGATES
+    from runtime.interpreter.api import Interpreter
+    from runtime.calibration.rows import DELEGATES
 
     rows, base, evaluator, params = calibrate_files([str(MEASUREMENTS / "pixel4.csv")], "pixel4")
     values = [p.prior * (1.3 if k % 2 else 0.7) for k, p in enumerate(params)]
@@ -230,6 +230,6 @@ def test_a_device_log_with_level_prefixes_and_an_op_profile_reads(tmp_path):
     assert (row.model, row.threads, row.delegate) == ("/data/local/tmp/m.tflite", 4, "cpu")
     assert row.latency_ms == pytest.approx(19.8742)
     assert row.per_type == (("CONV_2D", 16.012), ("DEPTHWISE_CONV_2D", 3.702))
-    from runtime.cli_calibrate import _local
+    from runtime.cli.calibrate import _local
 
     assert _local(row) == tmp_path / "m.tflite"

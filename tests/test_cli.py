@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from runtime.cli import main
+from runtime.cli.main import main
 
 
 def test_infer_zoo_model(capsys):
@@ -43,7 +43,7 @@ def test_bad_model_file_is_one_line(tmp_path, content, message):
         main(["export", "--model", "tiny_cnn", "-o", str(path)])
         content = path.read_bytes()[:500]
     path.write_bytes(content)
-    proc = subprocess.run([sys.executable, "-m", "runtime.cli", "infer", "--graph", str(path)],
+    proc = subprocess.run([sys.executable, "-m", "runtime.cli.main", "infer", "--graph", str(path)],
                           capture_output=True, text=True)
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and message in proc.stderr and "bad.tflite" in proc.stderr
@@ -59,12 +59,12 @@ def test_unknown_zoo_model_and_argument(capsys):
 
 def test_unknown_op_is_one_line(tmp_path):
     from runtime.ir.graph import DType, Graph, Op, OpType, Tensor
-    from runtime.tflite_write import save
+    from runtime.model.tflite_write import save
 
     x, y = Tensor("x", (2, 3), DType.FLOAT32), Tensor("y", (2, 3), DType.FLOAT32)
     path = tmp_path / "delegate_op.tflite"
     save(Graph((x, y), (Op(OpType.DELEGATE, (0,), (1,)),), (0,), (1,)), path)
-    proc = subprocess.run([sys.executable, "-m", "runtime.cli", "infer", "--graph", str(path)],
+    proc = subprocess.run([sys.executable, "-m", "runtime.cli.main", "infer", "--graph", str(path)],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == (f"dtb infer: error: {path}: op #0 DELEGATE (version 1, FLOAT32) is not supported "
@@ -75,7 +75,7 @@ def test_infer_shows_quantized_outputs_as_real_values(tmp_path, capsys):
     import numpy as np
 
     from runtime import zoo
-    from runtime.tflite_write import save
+    from runtime.model.tflite_write import save
     from runtime.zoo.quantize import quantize
 
     samples = [np.random.default_rng(k).standard_normal((1, 32, 32, 3)).astype(np.float32) for k in range(4)]

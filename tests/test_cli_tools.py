@@ -10,9 +10,9 @@ import re
 
 import pytest
 
-from runtime.cli import main
-from runtime.cli_common import cpp_float
-from runtime.cli_profile import Stat
+from runtime.cli.main import main
+from runtime.cli.common import cpp_float
+from runtime.cli.profile_tables import Stat
 
 MODELS = "tests/fixtures/models"
 NUM = r"[-+0-9.e]+"
@@ -323,7 +323,7 @@ matrix:
 
 @pytest.fixture
 def scenario(tmp_path):
-    pytest.importorskip("runtime.runner")
+    pytest.importorskip("runtime.sweep.runner")
     path = tmp_path / "tiny.yaml"
     path.write_text(SCENARIO)
     return path
@@ -351,7 +351,7 @@ def test_run_shows_progress_on_a_terminal(capsys, tmp_path, scenario, monkeypatc
 
 
 def test_report_renders_results(capsys, tmp_path, scenario):
-    pytest.importorskip("runtime.report")
+    pytest.importorskip("runtime.report.render")
     run(capsys, "run", str(scenario), "-o", str(tmp_path / "out"))
     results = str(tmp_path / "out" / "results.json")
     assert "delegates=gpu" in run(capsys, "report", results)

@@ -8,12 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from delegates.api import Delegate, DelegateKernel, Support
-from runtime.conformance import TOLERANCES, run_conformance
-from runtime.conformance_cli import main as conformance_main
-from runtime.conformance_report import Verdict
+from runtime.conformance.kit import TOLERANCES, run_conformance
+from runtime.cli.conformance import main as conformance_main
+from runtime.conformance.report import Verdict
 from delegates.registry import make_delegate
 from runtime.ir.graph import DType
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ops import KERNELS, Node
 from runtime.ops import conv
 from runtime.ir.optypes import OpType
@@ -320,7 +320,7 @@ def test_a_delegate_keeping_the_contract_adds_no_contract_case():
 
 def test_the_lifecycle_wrapper_is_the_wrapped_delegate_but_for_the_failing_callback():
     from delegates.contract import hooks
-    from runtime.conformance_lifecycle import FailAt, FaultyDelegate
+    from runtime.conformance.lifecycle import FailAt, FaultyDelegate
 
     inner = make_delegate("nnapi", load_profile("pixel4"))
     wrapper = FaultyDelegate(inner, FailAt.PREPARE)
@@ -355,7 +355,7 @@ def test_cli_exit_codes(capsys):
 def inner_pytest(pytester, monkeypatch):
     """Run pytest with only the conformance plugin (no auto-loaded entry points, so it loads once)."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    return lambda *args: pytester.runpytest("-p", "runtime.conformance_pytest", "-p", "no:cacheprovider", *args)
+    return lambda *args: pytester.runpytest("-p", "runtime.conformance.pytest_plugin", "-p", "no:cacheprovider", *args)
 
 
 def test_plugin_runs_one_item_per_case(inner_pytest):
@@ -396,7 +396,7 @@ def test_plugin_reports_a_bad_factory_as_a_usage_error(inner_pytest):
 
 
 def test_dtb_conformance_runs_the_kit(capsys):
-    from runtime.cli import main
+    from runtime.cli.main import main
 
     assert main(["conformance", "--delegate", "hexagon", "--device", "pixel3", "--examples", "1",
                  "--ops", "ADD,CONV_2D"]) == 0

@@ -16,9 +16,9 @@ import runtime
 from delegates import contract, registry
 from delegates.api import Delegate, DelegateError, DelegateKernel, DelegateOptions, DelegationSummary, Support
 from delegates.kinds import BUILTIN_KINDS, EXTERNAL, DelegateKind
-from runtime.delegation import RESTORED, CpuStep, DelegateStep, apply_delegates
+from runtime.interpreter.delegation import RESTORED, CpuStep, DelegateStep, apply_delegates
 from runtime.ir.graph import Graph
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ir.optypes import OpType
 from runtime.zoo.builder import GraphBuilder
 from sim.soc import SoC
@@ -282,12 +282,14 @@ def test_the_runtime_uses_only_declared_hooks():
 
 # benchmark_model's display strings per provider, kept by the command-line modules until their rework
 # moves them beside the kinds.
-PRESENTATION = {("runtime/cli_common.py", "PROVIDER_NAMES"), ("runtime/cli_common.py", "_PROVIDER_GROUPS"),
-                ("runtime/cli_bench.py", "_USE_LINES")}
+PRESENTATION = {("runtime/cli/common.py", "PROVIDER_NAMES"), ("runtime/cli/common.py", "_PROVIDER_GROUPS"),
+                ("runtime/cli/benchmark.py", "_USE_LINES")}
 
 
 def test_every_list_of_kinds_comes_from_the_one_definition():
-    from runtime import cli_tools, measurements, scenario
+    from runtime.cli import tools as cli_tools
+    from runtime.calibration import rows as measurements
+    from runtime.scenario import load as scenario
     from delegates import table
 
     assert BUILTIN_KINDS == tuple(k.value for k in DelegateKind)

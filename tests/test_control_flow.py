@@ -9,14 +9,14 @@ import sys
 import numpy as np
 import pytest
 
-from runtime import tflite_io
+from runtime.model import tflite_read as tflite_io
 from runtime.ops import opcheck_control
 from runtime.ir import options as o
 from runtime.ir.errors import ModelError
 from runtime.ir.graph import DType, Graph, Op, OpType, Tensor
-from runtime.interpreter import Interpreter
-from runtime.model_state import WHILE_LIMIT
-from runtime.tflite_write import dumps, save
+from runtime.interpreter.api import Interpreter
+from runtime.interpreter.model_state import WHILE_LIMIT
+from runtime.model.tflite_write import dumps, save
 from tests.litert_oracle import available, run_litert
 
 F, I, B, R = DType.FLOAT32, DType.INT32, DType.BOOL, DType.RESOURCE
@@ -534,7 +534,7 @@ def test_an_if_costs_the_branch_it_took():
 
 
 def partition(graph: Graph, tmp_path, capsys, *flags: str) -> str:
-    from runtime.cli import main
+    from runtime.cli.main import main
 
     path = tmp_path / "m.tflite"
     save(graph, path)

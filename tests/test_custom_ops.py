@@ -11,10 +11,10 @@ from flatbuffers import flexbuffers
 
 from runtime.ir.errors import ModelError
 from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ops import custom_ops as custom
 from runtime.ir.optypes import OpType
-from runtime.tflite_write import save
+from runtime.model.tflite_write import save
 from tests import litert_oracle
 
 litert = pytest.mark.skipif(not litert_oracle.available(), reason="LiteRT is not installed")
@@ -250,7 +250,7 @@ def test_timing_only_costs_an_op_without_a_kernel_from_its_shapes():
 
 
 def test_dtb_benchmark_timing_only_says_which_ops_were_estimated(tmp_path, capsys):
-    from runtime import cli
+    from runtime.cli import main as cli
 
     path = tmp_path / "vendor.tflite"
     save(_with_unknown_op(), path)
@@ -266,8 +266,8 @@ def test_dtb_benchmark_timing_only_says_which_ops_were_estimated(tmp_path, capsy
 def test_records_name_the_ops_costed_without_a_kernel(tmp_path, capsys):
     import json
 
-    from runtime import cli
-    from runtime.runner import run_file
+    from runtime.cli import main as cli
+    from runtime.sweep.runner import run_file
 
     path = tmp_path / "vendor.tflite"
     save(_with_unknown_op(), path)

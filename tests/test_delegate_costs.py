@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from delegates.registry import make_delegate
-from runtime.interpreter import Interpreter
-from runtime.measure import measure
+from runtime.interpreter.api import Interpreter
+from runtime.measure.figures import measure
 from runtime.zoo import build
 from sim.profile import load_profile
 from tests.sim_kit import calibrated_int8

@@ -15,10 +15,10 @@ import pytest
 
 from delegates.guard import DelegateTimeout, time_budget
 from delegates.external import load_external
-from runtime.cli import main
-from runtime.delegation import RESTORED
+from runtime.cli.main import main
+from runtime.interpreter.delegation import RESTORED
 from runtime.ir.errors import DelegateError
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.zoo import build
 from tests import faulty_delegates
 from tests.faulty_delegates import CASES
@@ -224,14 +224,14 @@ def test_a_slow_call_within_the_budget_is_no_fault(graph):
 def test_the_dtb_process_ends_even_with_a_call_still_stuck(case, code):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "runtime.cli", *BENCH, f"--external_delegate_path={MODULE}:make_{case}"],
+    done = subprocess.run([sys.executable, "-m", "runtime.cli.main", *BENCH, f"--external_delegate_path={MODULE}:make_{case}"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == code and "Traceback" not in done.stderr, done.stderr
     assert time.monotonic() - start < 20
 
 
 def test_faults_in_a_scenario_run(tmp_path, capsys):
-    from runtime.runner import run_file
+    from runtime.sweep.runner import run_file
 
     def scenario(*cases: str) -> Path:
         path = tmp_path / f"{'_'.join(cases)}.yaml"

@@ -9,11 +9,11 @@ from hypothesis import given, strategies as st
 from delegates.api import Delegate, DelegateKernel, DelegateOptions, Support
 from delegates.coreml import CoreMlDelegate
 from delegates.gpu import GpuDelegate
-from runtime.delegation import RESTORED, CpuStep, DelegateStep, apply_delegates
+from runtime.interpreter.delegation import RESTORED, CpuStep, DelegateStep, apply_delegates
 from runtime.ops.dynamic import dynamic_tensors
 from runtime.ir.errors import DelegateError
 from runtime.ir.graph import DType, Graph, Op, Tensor
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ops import Node, select_kernel
 from runtime.ir.optypes import OpType
 from runtime.ir.options import Conv2DOptions

@@ -16,7 +16,7 @@ from runtime.ir.graph import DType, Graph, Op, Tensor
 from runtime.ir.optypes import OpType
 from runtime.ir import options as O
 from runtime.ops.dynamic import dynamic_tensors
-from runtime.tflite_write import save
+from runtime.model.tflite_write import save
 from tests.litert_oracle import available
 
 I32 = DType.INT32

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from runtime.cli import main
-from runtime.cli_common import cpp_float, load_device
-from runtime.evaluation import (Normalization, Runner, central_crop, input_spec, list_images, preprocess,
+from runtime.cli.main import main
+from runtime.cli.common import cpp_float, load_device
+from runtime.evaluation.classification import (Normalization, Runner, central_crop, input_spec, list_images, preprocess,
                                 read_denylist, resize_bilinear, select_images, to_input, top_k, topk_counts)
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ir import errors
 from tests import litert_oracle
 
@@ -116,7 +116,7 @@ def test_resize_is_tflite_bilinear(shape, size):
 
 
 def test_input_conversions():
-    from runtime.evaluation import InputSpec
+    from runtime.evaluation.classification import InputSpec
 
     pixels = np.array([[[0.0, 127.6, 255.0]]], np.float32)
     np.testing.assert_allclose(to_input(pixels, InputSpec(1, 1, np.dtype(np.float32))), [[[-1, 0.1 / 127.5, 1]]],
@@ -167,8 +167,8 @@ def _write_images(folder: Path, count: int, seed: int, size=None) -> None:
 @pytest.fixture(scope="module")
 def tiny_set(tmp_path_factory) -> Path:
     """tiny_cnn (float and int8) with 14 images, labels and ground truth: a dataset of our own."""
-    from runtime.loader import ModelSource, load_model
-    from runtime.tflite_write import save
+    from runtime.model.loader import ModelSource, load_model
+    from runtime.model.tflite_write import save
 
     root = tmp_path_factory.mktemp("cls")
     _write_images(root / "images", 14, seed=1)
@@ -200,7 +200,7 @@ def _direct_topk(outputs: list[list[np.ndarray]], truth: list[int]) -> list[str]
 
 
 def _inputs(model: Path, paths, crop=0.875) -> np.ndarray:
-    from runtime.tflite_io import load
+    from runtime.model.tflite_read import load
 
     spec = input_spec(load(model), str(model))
     return np.stack([preprocess(p, spec, Normalization(), crop) for p in paths])
@@ -280,7 +280,7 @@ def test_runner_outputs_do_not_depend_on_the_batch(tiny_set):
 
 
 def test_runner_falls_back_to_one_at_a_time_when_the_first_image_differs(tiny_set):
-    from runtime.evaluation import Timing
+    from runtime.evaluation.classification import Timing
 
     model = tiny_set / "tiny_none.tflite"
     inputs = _inputs(model, list_images(tiny_set / "images"))[:5]
@@ -305,8 +305,8 @@ def test_denylist_and_num_images_choose_the_images(tiny_set):
 
 
 def test_fewer_than_ten_classes_print_as_many_k(tmp_path):
-    from runtime.loader import ModelSource, load_model
-    from runtime.tflite_write import save
+    from runtime.model.loader import ModelSource, load_model
+    from runtime.model.tflite_write import save
 
     model = tmp_path / "three.tflite"
     save(load_model(ModelSource(zoo="tiny_cnn", zoo_args="classes=3")), str(model))
@@ -518,8 +518,8 @@ def test_output_folder_must_exist(tiny_set, tmp_path):
 
 
 def test_api_raises_the_projects_errors(tmp_path):
-    from runtime.evaluation import load_image
-    from runtime.evaluation_detection import load_coco
+    from runtime.evaluation.classification import load_image
+    from runtime.evaluation.detection import load_coco
 
     (tmp_path / "x.png").write_text("text")
     with pytest.raises(errors.TestbedError, match="x.png"):

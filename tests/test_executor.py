@@ -12,11 +12,11 @@ from hypothesis import given, settings, strategies as st
 from delegates.api import Delegate, DelegateKernel, DelegateOptions, Support
 from delegates.registry import make_delegate
 from runtime.ir.graph import Graph
-from runtime.interpreter import Interpreter
-from runtime.measure import measure
+from runtime.interpreter.api import Interpreter
+from runtime.measure.figures import measure
 from runtime.ir.optypes import OpType
-from runtime.runner import simulate
-from runtime.scenario import InputSpec
+from runtime.sweep.runner import simulate
+from runtime.scenario.load import InputSpec
 from runtime.zoo import build
 from runtime.zoo import layers as L
 from runtime.zoo.builder import GraphBuilder
@@ -326,8 +326,8 @@ def test_two_streams_conserve_bytes_and_dram_energy(mobilenet):
 
 _CHILD = """
 import json, sys
-from runtime.runner import simulate
-from runtime.scenario import InputSpec
+from runtime.sweep.runner import simulate
+from runtime.scenario.load import InputSpec
 from runtime.zoo import build
 from delegates.registry import make_delegate
 from sim.profile import load_profile

@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime import tflite_io
+from runtime.model import tflite_read as tflite_io
 from runtime.ir.errors import ModelError
 from runtime.ir.graph import Tensor
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ir.options import Pool2DOptions
-from runtime.tflite_write import dumps
+from runtime.model.tflite_write import dumps
 from tests import fuzz_models as fm
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -61,7 +61,7 @@ def test_dtb_process_on_damaged_files_prints_one_line(tmp_path):
     for name, data in cases.items():
         path = tmp_path / f"{name}.tflite"
         path.write_bytes(data)
-        proc = subprocess.run([sys.executable, "-m", "runtime.cli", "benchmark", "--graph", str(path),
+        proc = subprocess.run([sys.executable, "-m", "runtime.cli.main", "benchmark", "--graph", str(path),
                                "--num_runs", "1"], capture_output=True, text=True, timeout=120)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, (name, proc.stderr)
@@ -234,7 +234,7 @@ def test_float_kernels_refuse_integer_data(tmp_path):
 
     x, y = Tensor("x", (2, 3), DType.INT32), Tensor("y", (2, 3), DType.INT32)
     path = tmp_path / "exp.tflite"
-    from runtime.tflite_write import save
+    from runtime.model.tflite_write import save
 
     save(Graph((x, y), (Op(OpType.EXP, (0,), (1,)),), (0,), (1,)), path)
     with pytest.raises(ModelError, match=r"exp.tflite: op #0 EXP: input tensor #0 'x' is INT32; the float kernel takes "
@@ -309,7 +309,7 @@ def test_binary_ops_take_one_type(tmp_path):
     """Found by the long run: MINIMUM of float32 and int32 came out float64, refused only after the
     kernel ran."""
     from runtime.ir.graph import DType, Graph, Op, OpType
-    from runtime.tflite_write import save
+    from runtime.model.tflite_write import save
 
     x, k, y = (Tensor("x", (2, 3), DType.FLOAT32), Tensor("k", (3,), DType.INT32, data=np.arange(3, dtype=np.int32)),
                Tensor("y", (2, 3), DType.FLOAT32))
@@ -399,7 +399,7 @@ def test_memory_limit_covers_delegate_buffers(tmp_path):
 
 
 def test_default_limit_is_half_of_memory_or_the_environment(monkeypatch):
-    from runtime import memory
+    from runtime.limits import memory
 
     monkeypatch.delenv(memory.ENV_VAR, raising=False)
     total = memory.physical_memory()
@@ -413,7 +413,7 @@ def test_default_limit_is_half_of_memory_or_the_environment(monkeypatch):
 
 
 def test_cli_memory_flag(tmp_path, capsys):
-    from runtime.cli import main
+    from runtime.cli.main import main
 
     path = str(FIXTURES / "models" / "mobilenet_v1.tflite")
     for command in (["benchmark", "--num_runs", "1"], ["infer"], ["inference-diff", "--num_runs", "1"]):
@@ -560,9 +560,9 @@ def test_nan_outputs_keep_output_json_strict(tmp_path, capsys):
     record's figures are null, never a bare NaN, so any JSON parser reads the file."""
     import json
 
-    from runtime.cli import main
+    from runtime.cli.main import main
     from runtime.ir.graph import DType, Graph, Op, OpType
-    from runtime.tflite_write import save
+    from runtime.model.tflite_write import save
 
     x, y = Tensor("x", (1, 64), DType.FLOAT32), Tensor("y", (1, 64), DType.FLOAT32)
     model, record = tmp_path / "log.tflite", tmp_path / "record.json"

@@ -37,12 +37,12 @@ import pytest
 
 from runtime.ir.errors import ModelError
 from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ops import HYBRID_KERNELS, hybrid, select_kernel
 from runtime.ir.optypes import OpType
 from runtime.ir.options import (Activation, Conv2DOptions, DepthwiseConv2DOptions, FullyConnectedOptions, Padding,
                              TransposeConvOptions, UnidirectionalSequenceLSTMOptions)
-from runtime.tflite_write import save
+from runtime.model.tflite_write import save
 from tests.conftest import FIXTURES
 from tests.litert_oracle import available, run_litert, seeded_inputs
 
@@ -481,7 +481,7 @@ def test_malformed_sparsity_names_the_tensor():
 def test_densify_matches_a_hand_built_block_layout(monkeypatch):
     """A 4x8 matrix in 2x2 blocks, block rows dense, block columns CSR, stored as
     traversal order (0, 1, 2, 3) with block_map (0, 1): the reader's expansion, checked by hand."""
-    from runtime.tflite_io import _densify
+    from runtime.model.tflite_read import _densify
 
     class Meta:
         def __init__(self, fmt, size=0, segments=None, indices=None):
@@ -515,7 +515,7 @@ def test_densify_matches_a_hand_built_block_layout(monkeypatch):
     dense[2:4, 6:8] = [[9, 10], [11, 12]]
     metas = [Meta(0, 2), Meta(1, segments=[0, 1, 3], indices=[1, 0, 3]), Meta(0, 2), Meta(0, 2)]
     # The index vectors are flatbuffer tables in a real file; here plain lists stand in for them.
-    monkeypatch.setattr("runtime.tflite_io._index_vector",
+    monkeypatch.setattr("runtime.model.tflite_read._index_vector",
                         lambda m, which, bad, level: np.asarray(m.seg if which == "segments" else m.idx, np.int64))
     values = np.arange(1, 13, dtype=F32).view(np.uint8)
     np.testing.assert_array_equal(_densify(Sparsity(metas), (4, 8), DType.FLOAT32, values, "t"), dense)

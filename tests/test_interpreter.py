@@ -7,8 +7,8 @@ import pytest
 
 from runtime import zoo
 from runtime.ir.graph import Signature
-from runtime.interpreter import Interpreter
-from runtime.tflite_write import dumps
+from runtime.interpreter.api import Interpreter
+from runtime.model.tflite_write import dumps
 from tests.conftest import FIXTURES
 try:  # the oracle; the tests that need it skip without it
     from ai_edge_litert import interpreter as litert

@@ -13,16 +13,23 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TOP = ("runtime", "sim", "delegates")
 
-# The floors, lowest first (README "How the code is built"): a package may import only packages
-# on lower floors. The IR imports nothing; sim and the kernels build on it; delegates on those;
-# the zoo's builders and quantizers on the kernels; the test kit on the zoo; the rest of
-# `runtime` (interpreter, executor, CLI, runner, reports, conformance kit) on all of them.
+# The floors, lowest first (docs/architecture.md): a package may import only packages on lower
+# floors. The IR imports nothing; sim and the kernels build on it; delegates on those; the zoo's
+# builders and quantizers on the kernels; the test kit on the zoo. Then runtime's stages in the
+# order the data goes: limits; the model file, the scenario file and the report renderers; the
+# interpreter; what a run measured; calibration, evaluation, conformance and sweeps; the CLI.
 FLOORS = {
     "runtime.ir": 0,
     "sim": 1, "sim.profiles": 1, "runtime.ops": 1,
     "delegates": 2, "runtime.zoo": 2,
     "runtime.testing": 3,
-    "runtime": 4,
+    "runtime.limits": 4,
+    "runtime.model": 5, "runtime.scenario": 5, "runtime.report": 5,
+    "runtime.interpreter": 6,
+    "runtime.measure": 7,
+    "runtime.calibration": 8, "runtime.evaluation": 8, "runtime.conformance": 8, "runtime.sweep": 8,
+    "runtime.cli": 9,
+    "runtime": 10,
 }
 
 

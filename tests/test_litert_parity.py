@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from tests.conftest import FIXTURES
 from tests.litert_oracle import available, run_litert, seeded_inputs
 

@@ -23,10 +23,10 @@ import sys
 
 import pytest
 
-from runtime.delegation import apply_delegates
+from runtime.interpreter.delegation import apply_delegates
 from runtime.ops.dynamic import dynamic_tensors
 from runtime.ir.optypes import OpType
-from runtime.tflite_io import load
+from runtime.model.tflite_read import load
 from tests.conftest import FIXTURES
 from tests.litert_oracle import available
 from tests.xnnpack_like import XnnpackLike

@@ -11,7 +11,7 @@ from runtime.ir import errors
 from runtime.ir.errors import ModelError
 from runtime.ir.graph import DType, Graph, Op, Tensor
 from runtime.ir.optypes import OpType
-from runtime.tflite_write import dumps, save
+from runtime.model.tflite_write import dumps, save
 
 
 def _two_input_model(path):
@@ -28,10 +28,10 @@ def _cli_args(**kw) -> argparse.Namespace:
 
 
 def test_cli_runner_and_python_api_load_the_same_quantized_zoo_model():
-    from runtime.cli_common import load_model as cli_load
-    from runtime.loader import ModelSource, load_model
-    from runtime.runner import build_model
-    from runtime.scenario import ModelSpec, Quantization
+    from runtime.cli.common import load_model as cli_load
+    from runtime.model.loader import ModelSource, load_model
+    from runtime.sweep.runner import build_model
+    from runtime.scenario.load import ModelSpec, Quantization
 
     api = load_model(ModelSource(zoo="tiny_cnn", zoo_args={"resolution": 16}, quantization="int8"))
     cli = cli_load(_cli_args(zoo="tiny_cnn", zoo_args=["resolution=16"], quantization="int8")).graph
@@ -40,9 +40,9 @@ def test_cli_runner_and_python_api_load_the_same_quantized_zoo_model():
 
 
 def test_runner_calibrates_every_input_of_a_model(tmp_path):
-    from runtime.loader import ModelSource, load_model
-    from runtime.runner import build_model
-    from runtime.scenario import ModelSpec, Quantization
+    from runtime.model.loader import ModelSource, load_model
+    from runtime.sweep.runner import build_model
+    from runtime.scenario.load import ModelSpec, Quantization
 
     path = _two_input_model(tmp_path / "two.tflite")
     graph = build_model(ModelSpec(path=path, quantization=Quantization.INT8))
@@ -51,7 +51,7 @@ def test_runner_calibrates_every_input_of_a_model(tmp_path):
 
 
 def test_given_samples_calibrate_instead_of_the_seed(tmp_path):
-    from runtime.loader import ModelSource, calibration_samples, load_model
+    from runtime.model.loader import ModelSource, calibration_samples, load_model
 
     path = _two_input_model(tmp_path / "two.tflite")
     seeded = load_model(ModelSource(path=path, quantization="int8"))
@@ -71,7 +71,7 @@ def test_given_samples_calibrate_instead_of_the_seed(tmp_path):
     ({"zoo": "tiny_cnn", "quantization": "int4"}, "--quantization must be one of none, float16"),
 ])
 def test_errors_are_model_errors_naming_the_flag_or_file(source, message):
-    from runtime.loader import FLAGS, ModelSource, load_model
+    from runtime.model.loader import FLAGS, ModelSource, load_model
 
     with pytest.raises(ModelError) as exc:
         load_model(ModelSource(**source), FLAGS)
@@ -79,7 +79,7 @@ def test_errors_are_model_errors_naming_the_flag_or_file(source, message):
 
 
 def test_scenario_names_are_keys():
-    from runtime.loader import KEYS, ModelSource, load_model
+    from runtime.model.loader import KEYS, ModelSource, load_model
 
     with pytest.raises(errors.TestbedError, match="model.args applies to model.zoo models only"):
         load_model(ModelSource(path="m.tflite", zoo_args={"alpha": 1}), KEYS)

@@ -159,7 +159,7 @@ def test_a_global_average_pool_runs_as_a_reduction_with_a_work_group_per_output(
 
 def test_a_linked_add_and_relu_after_a_conv_cost_the_gpu_no_launch():
     from delegates.gpu import GpuDelegate, linked_nodes
-    from runtime.interpreter import Interpreter
+    from runtime.interpreter.api import Interpreter
     from tests.sim_kit import tiny_profile
 
     h, c = 16, 8
@@ -200,7 +200,7 @@ def _tiny():
 
 def _nnapi_run(profile, graph, **options):
     from delegates.nnapi import NnapiDelegate, NnapiOptions
-    from runtime.interpreter import Interpreter
+    from runtime.interpreter.api import Interpreter
 
     delegate = NnapiDelegate(NnapiOptions(**options), profile)
     it = Interpreter(graph=graph, experimental_delegates=[delegate], device=profile, timing_only=True)

@@ -1,5 +1,5 @@
 """The simulated phone's memory: benchmark_model's memory lines, per-op memory in the op-profiling
-tables, and the results record's `memory` section (runtime/footprint.py)."""
+tables, and the results record's `memory` section (runtime/measure/footprint.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import re
 import pytest
 
 from delegates.registry import make_delegate
-from runtime.cli import main
-from runtime.footprint import graph_arena, memory_record
-from runtime.interpreter import Interpreter
-from runtime.loader import ModelSource, load_model
-from runtime.runner import unit_footprint
+from runtime.cli.main import main
+from runtime.measure.footprint import graph_arena, memory_record
+from runtime.interpreter.api import Interpreter
+from runtime.model.loader import ModelSource, load_model
+from runtime.sweep.runner import unit_footprint
 from sim.profile import load_profile
 
 ZOO = ["--zoo", "tiny_cnn", "--zoo_args", "resolution=32", "--num_runs", "2", "--timing_only"]
@@ -45,7 +45,7 @@ def test_benchmark_prints_the_memory_lines(capsys):
 
 
 def test_memory_lines_are_the_records_figures(mobilenet):
-    from runtime.cli_profile import memory_lines
+    from runtime.cli.profile_tables import memory_lines
 
     sim = _sim(mobilenet)
     memory = memory_record(sim, unit_footprint(sim))
@@ -82,7 +82,7 @@ def test_op_profiling_shows_per_op_memory(capsys):
 
 
 def test_node_memory_is_outputs_and_scratch():
-    from runtime.footprint import node_memory
+    from runtime.measure.footprint import node_memory
 
     graph = load_model(ModelSource(zoo="mobilenet_v1", zoo_args={"alpha": 0.25, "resolution": 128},
                                    quantization="dynamic_range"))
@@ -111,7 +111,7 @@ def test_output_json_and_results_have_the_memory_section(tmp_path, capsys):
 
 
 def test_scenario_records_have_the_memory_section(tmp_path):
-    from runtime.runner import run_file
+    from runtime.sweep.runner import run_file
 
     scenario = tmp_path / "s.yaml"
     scenario.write_text("name: mem\ndevice: pixel4\nmodel: {zoo: tiny_cnn, args: {resolution: 32}}\n"

@@ -11,9 +11,9 @@ from delegates.api import DelegateError
 from delegates.nnapi import ExecutionPreference, NnapiDelegate, NnapiOptions
 from delegates.registry import make_delegate
 from runtime.ir.graph import DType, Graph, QuantParams, Tensor
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ir.optypes import OpType
-from runtime.tflite_io import load
+from runtime.model.tflite_read import load
 from sim.cost import Precision
 from sim.npu import NnapiDriver, feature_level_for_api, op_precision
 from sim.numerics import dequantize_array
@@ -253,7 +253,7 @@ def test_hybrid_convolutions_run_in_float_on_the_device_nnapi_picks(phone):
 
 @pytest.mark.parametrize("phone", ["pixel4", "generic"])
 def test_benchmark_runs_a_dynamic_range_model_on_nnapi(phone, capsys):
-    from runtime import cli
+    from runtime.cli import main as cli
 
     argv = ["benchmark", "--graph", str(FIXTURES / "quant" / "mobilenet_v1_dynamic.tflite"), "--device", phone,
             "--use_nnapi", "--num_runs", "2"]

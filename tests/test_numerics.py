@@ -9,7 +9,7 @@ import pytest
 
 from delegates.kernel import UnitKernel
 from runtime.ir.errors import DelegateError
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.zoo import build
 from runtime.zoo.quantize import to_float16, to_int8
 from sim.numerics import NumericMode

@@ -16,9 +16,9 @@ from runtime.ops import opcheck
 from runtime.ir import options as opt
 from runtime.ir.errors import ModelError
 from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ir.optypes import DATA_INPUT, OpType
-from runtime.tflite_write import save
+from runtime.model.tflite_write import save
 from tests.litert_oracle import available, run_litert
 
 F32, F64, I8, U8, I16, I32, I64, BOOL = (DType.FLOAT32, DType.FLOAT64, DType.INT8, DType.UINT8, DType.INT16,

@@ -13,12 +13,12 @@ import pytest
 
 from runtime.ir.errors import ModelError
 from runtime.ir.graph import DType, Graph, QuantParams, Tensor
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ir.optypes import OpType
 from runtime.ir.options import (Activation, ArgMaxOptions, ArgMinOptions, CumsumOptions, FakeQuantOptions,
                              GeluOptions, L2NormOptions, LocalResponseNormalizationOptions, Padding,
                              Pool2DOptions, ReducerOptions)
-from runtime.tflite_write import save
+from runtime.model.tflite_write import save
 from tests.delegate_kit import single_op
 from tests.litert_oracle import available, run_litert
 

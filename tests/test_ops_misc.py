@@ -31,9 +31,9 @@ from runtime.ops import opcheck
 from runtime.ir import options as opt
 from runtime.ir.errors import ModelError
 from runtime.ir.graph import DType, Graph, Op, Tensor
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ir.optypes import OpType
-from runtime.tflite_write import save
+from runtime.model.tflite_write import save
 from tests.litert_oracle import available, run_litert
 
 F16, F32, F64, C64, C128 = DType.FLOAT16, DType.FLOAT32, DType.FLOAT64, DType.COMPLEX64, DType.COMPLEX128

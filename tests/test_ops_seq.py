@@ -34,14 +34,14 @@ import pytest
 
 from runtime.ir.errors import ModelError
 from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ir.optypes import OpType
 from runtime.ir.options import (Activation, BidirectionalSequenceLSTMOptions, BidirectionalSequenceRNNOptions,
                              CombinerType, Conv3DOptions, EmbeddingLookupSparseOptions, LSTMKernelType,
                              LSTMOptions, Padding, ReduceWindowFunction, ReduceWindowOptions, RNNOptions,
                              SequenceRNNOptions, StablehloPadOptions, SVDFOptions)
-from runtime.tflite_io import load, loads
-from runtime.tflite_write import dumps, save
+from runtime.model.tflite_read import load, loads
+from runtime.model.tflite_write import dumps, save
 from tests.litert_oracle import available, run_litert
 
 F32 = np.float32

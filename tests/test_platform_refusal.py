@@ -10,8 +10,8 @@ import json
 import pytest
 
 from delegates.registry import make_delegate
-from runtime import cli
-from runtime.runner import run_file
+from runtime.cli import main as cli
+from runtime.sweep.runner import run_file
 from sim.profile import load_profile
 
 REFUSED = {

@@ -9,10 +9,10 @@ import textwrap
 import pytest
 
 from delegates.external import PLUGIN_GROUP, load_external, load_plugin, plugin_names
-from runtime.cli import main
+from runtime.cli.main import main
 from runtime.ir.errors import DelegateError, ScenarioError
-from runtime.runner import run_file
-from runtime.scenario import load_scenario
+from runtime.sweep.runner import run_file
+from runtime.scenario.load import load_scenario
 
 HEAD = "device: pixel4\nmodel: {zoo: tiny_cnn, args: {resolution: 16}}\nruns: {warmup: 0, count: 1}\n"
 

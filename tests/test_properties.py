@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ir.optypes import OpType
 from runtime.ir.options import Activation, AddOptions, MulOptions
 from runtime.testing.strategies import float_graphs, quant_params, quantized_arrays
-from runtime.tflite_write import dumps
+from runtime.model.tflite_write import dumps
 from runtime.zoo.builder import GraphBuilder
 
 try:

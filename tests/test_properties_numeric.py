@@ -13,7 +13,7 @@ from hypothesis import assume, given, strategies as st
 
 from delegates.kernel import UnitKernel
 from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ops import Node, select_kernel
 from runtime.ops.base import out_size
 from runtime.ir.optypes import OpType

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from delegates.registry import make_delegate
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.testing.profiles import MAX_FACTOR, MIN_FACTOR, profile_data, profiles, scaled
 from runtime.zoo import build
 from sim.power import DRAM_RAIL, power_steps
@@ -47,7 +47,7 @@ streams = st.lists(stream, min_size=1, max_size=2)
 
 def run_streams(profile, graph, plan: list[Stream]) -> tuple[SoC, list[Interpreter]]:
     """Interpreters sharing one SoC, each running its inferences as a SimPy process, as
-    runtime.runner.simulate drives streams."""
+    runtime.sweep.runner.simulate drives streams."""
     soc = SoC(profile)
     its = [Interpreter(graph=graph, experimental_delegates=[make_delegate("gpu", profile)] if s.gpu else [],
                        soc=soc, num_threads=s.threads, timing_only=True, stream=k) for k, s in enumerate(plan)]

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runtime import tflite_io
+from runtime.model import tflite_read as tflite_io
 from runtime.ir.graph import Graph, Op, Tensor
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ir.options import Padding, TransposeConvOptions
 from runtime.ir.optypes import OpType
-from runtime.tflite_write import save
+from runtime.model.tflite_write import save
 from tests import litert_oracle
 
 PUBLISHED = Path(__file__).parent / "fixtures" / "published"
@@ -37,6 +37,10 @@ CUSTOM = {"selfie_segmentation.tflite", "selfie_segmentation_landscape.tflite"}
 # loops). The segmentation models' mask, a sigmoid after a deep decoder, amplifies that rounding:
 # LiteRT's own optimised kernels land 0.6e-5-0.85e-5 from its reference there, and ours 1.2e-5-1.6e-5.
 TOLERANCE = {name: 2e-5 for name in CUSTOM}
+# Bounded by the arithmetic, not by one machine: every op rounds its float32 output once (2^-24 of
+# its value) and BLAS may sum a product in another order than LiteRT's loops (about one rounding
+# more), so an output can carry two roundings per op on its way. The op count bounds that way.
+UNIT_ROUNDOFF = 2.0 ** -24
 PHONES = ("pixel3", "pixel4", "iphone_xs")
 DELEGATES = ("gpu", "hexagon", "coreml", "nnapi")
 
@@ -84,8 +88,8 @@ def _int32():
     return DType.INT32
 
 
-def _within_range(name: str, ours: dict, theirs: dict) -> None:
-    limit = TOLERANCE.get(name, 1e-5)
+def _within_range(name: str, ours: dict, theirs: dict, n_ops: int) -> None:
+    limit = max(TOLERANCE.get(name, 1e-5), 2 * UNIT_ROUNDOFF * n_ops)
     for t, got in ours.items():
         want = theirs[f"0:{t}"]
         span = max(float(np.ptp(want)), float(np.max(np.abs(want))), 1e-6)
@@ -95,9 +99,10 @@ def _within_range(name: str, ours: dict, theirs: dict) -> None:
 
 @pytest.mark.skipif(not litert_oracle.available(), reason="LiteRT is not installed")
 def test_published_models_match_litert(tmp_path):
-    jobs, ours = [], {}
+    jobs, ours, n_ops = [], {}, {}
     for name in MODELS:
         graph = tflite_io.load(PUBLISHED / name)
+        n_ops[name] = len(graph.ops)
         feeds = _inputs(graph)
         ours[name] = _run(graph, feeds)
         path = PUBLISHED / name
@@ -108,7 +113,7 @@ def test_published_models_match_litert(tmp_path):
     results = litert_oracle.run_litert(jobs, resolvers=("BUILTIN_REF",))
     for name, theirs in zip(MODELS, results):
         assert not isinstance(theirs, str), f"{name}: {theirs}"
-        _within_range(name, ours[name], theirs)
+        _within_range(name, ours[name], theirs, n_ops[name])
 
 
 def test_the_models_cover_three_tasks():

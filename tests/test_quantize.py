@@ -12,12 +12,12 @@ import pytest
 from runtime import zoo
 from runtime.ir.errors import ModelError
 from runtime.ir.graph import DType
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ops import HYBRID_KERNELS
 from runtime.ir.optypes import OpType
 from runtime.ir.options import Activation, ConcatenationOptions, FullyConnectedOptions, ReducerOptions
-from runtime.tflite_io import load
-from runtime.tflite_write import save
+from runtime.model.tflite_read import load
+from runtime.model.tflite_write import save
 from runtime.zoo import layers as L
 from runtime.zoo.builder import GraphBuilder
 from runtime.zoo.quantize import quantize, to_dynamic_range, to_float16, to_int8

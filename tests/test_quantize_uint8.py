@@ -13,17 +13,17 @@ from delegates import nnapi_rules
 from delegates.hexagon import HexagonDelegate
 from delegates.registry import make_delegate
 from runtime import zoo
-from runtime.cli import main
+from runtime.cli.main import main
 from runtime.ir.errors import ModelError
 from runtime.ir.graph import DType
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ops import KERNELS, Node
 from runtime.ir.optypes import OpType
 from runtime.ir.options import Activation
-from runtime.runner import build_model
-from runtime.scenario import Quantization, scenario_from_text
-from runtime.tflite_io import load
-from runtime.tflite_write import save
+from runtime.sweep.runner import build_model
+from runtime.scenario.load import Quantization, scenario_from_text
+from runtime.model.tflite_read import load
+from runtime.model.tflite_write import save
 from runtime.zoo.quantize import quantize, to_int8, to_uint8
 from sim.profile import load_profile, with_api_level
 from tests.conftest import FIXTURES

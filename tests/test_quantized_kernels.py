@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ir.optypes import OpType
 from runtime.ir.options import (Activation, Conv2DOptions, DepthwiseConv2DOptions, FullyConnectedOptions,
                              Padding, TransposeConvOptions)
-from runtime.tflite_write import save
+from runtime.model.tflite_write import save
 from tests.litert_oracle import available, run_litert
 
 pytestmark = pytest.mark.skipif(not available(), reason="LiteRT (ai-edge-litert) is not installed")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from runtime.ir.errors import ModelError
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from tests.conftest import FIXTURES
 from tests.litert_oracle import available, run_litert, seeded_inputs
 

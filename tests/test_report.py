@@ -13,8 +13,8 @@ import re
 import pytest
 
 from runtime.ir import errors
-from runtime.report import FORMATS, render, write_report
-from runtime.report_plots import timeline_rows
+from runtime.report.render import FORMATS, render, write_report
+from runtime.report.plots import timeline_rows
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 GPU = "TfLiteGpuDelegateV2"
@@ -327,7 +327,7 @@ def _overlaps(boxes):
 def test_plot_cell_labels_are_all_shown_without_overlap(monkeypatch, cells):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from runtime import report_plots
+    from runtime.report import plots as report_plots
 
     figures = []
     monkeypatch.setattr(report_plots, "_png", lambda fig: figures.append(fig) or PNG_MAGIC)

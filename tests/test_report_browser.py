@@ -8,8 +8,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from runtime.report import write_report
-from runtime.runner import run_file
+from runtime.report.render import write_report
+from runtime.sweep.runner import run_file
 
 BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime import runner
-from runtime.cli import main
-from runtime.outdir import MANIFEST, OutputFolderError, ResultsFolder
-from runtime.runner import run_file
+from runtime.sweep import runner
+from runtime.cli.main import main
+from runtime.sweep.outdir import MANIFEST, OutputFolderError, ResultsFolder
+from runtime.sweep.runner import run_file
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = ["results.json", "results.csv", "report.md", "trace.json"]
@@ -150,7 +150,7 @@ def test_killing_dtb_run_never_leaves_a_mix_of_runs(tmp_path, signum):
     before = consistent(out)
     a = scenario(tmp_path, "a.yaml", count=3000)   # seconds of runs, then the commit
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "runtime.cli", "run", str(a), "-o", str(out)], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "runtime.cli.main", "run", str(a), "-o", str(out)], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while not list(out.glob(".dtb-lock")) and time.monotonic() < deadline:   # the run has the folder

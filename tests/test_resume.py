@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from runtime import runner
-from runtime.cli import main
-from runtime.results_db import DB_NAME, ResumeError, cell_key
-from runtime.runner import run_file
-from runtime.scenario import load_scenario
+from runtime.sweep import runner
+from runtime.cli.main import main
+from runtime.sweep.results_db import DB_NAME, ResumeError, cell_key
+from runtime.sweep.runner import run_file
+from runtime.scenario.load import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = ("results.json", "results.csv", "report.md", "trace.json")
@@ -44,7 +44,7 @@ def scenario(tmp_path: Path, threads=(1, 2, 3, 4), count: int = 250, name: str =
 
 def dtb_run(path: Path, out: Path, *flags: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "runtime.cli", "run", str(path), "-o", str(out), *flags],
+    return subprocess.Popen([sys.executable, "-m", "runtime.cli.main", "run", str(path), "-o", str(out), *flags],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -102,9 +102,9 @@ def test_sigkill_at_random_moments_then_resume_gives_the_uninterrupted_results(t
 
 def test_the_files_exported_from_the_database_are_those_of_the_in_memory_path(tmp_path):
     """results.json and trace.json as run_file wrote them before results.db: every record and trace held
-    in memory, runtime.trace.write_trace merging the traces."""
-    from runtime.runner import check_file, run_scenario, strict_json
-    from runtime.trace import chrome_trace, write_trace
+    in memory, runtime.measure.chrome_trace.write_trace merging the traces."""
+    from runtime.sweep.runner import check_file, run_scenario, strict_json
+    from runtime.measure.chrome_trace import chrome_trace, write_trace
 
     path = tmp_path / "mixed.yaml"
     path.write_text("device: pixel3\nmodel: {zoo: tiny_cnn, args: {resolution: 16}}\nruns: {warmup: 1, count: 2}\n"
@@ -178,7 +178,7 @@ def test_a_changed_model_file_is_another_cell(tmp_path):
 
 
 def test_another_scenarios_cells_are_not_replaced_without_overwrite(tmp_path):
-    from runtime.outdir import OutputFolderError
+    from runtime.sweep.outdir import OutputFolderError
 
     a, b = scenario(tmp_path, (1,), 2, "a.yaml"), scenario(tmp_path, (2,), 2, "b.yaml")
     out = tmp_path / "out"

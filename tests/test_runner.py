@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from runtime.runner import run_file
+from runtime.sweep.runner import run_file
 
 SCENARIO = """
 description: tiny CNN on the Pixel 3, CPU vs GPU vs Hexagon on int8

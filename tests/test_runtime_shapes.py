@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from delegates.registry import make_delegate
-from runtime import cli
-from runtime.interpreter import Interpreter
+from runtime.cli import main as cli
+from runtime.interpreter.api import Interpreter
 from runtime.ir.optypes import OpType
-from runtime.tflite_io import load
-from runtime.tflite_write import save
+from runtime.model.tflite_read import load
+from runtime.model.tflite_write import save
 from runtime.zoo.quantize import quantize
 from tests.conftest import FIXTURES
 from tests.litert_oracle import available, run_litert

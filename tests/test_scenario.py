@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runtime.ir.errors import ScenarioError
-from runtime.scenario import (DelegateSpec, Distribution, Quantization, known_profiles, load_scenario,
+from runtime.scenario.load import (DelegateSpec, Distribution, Quantization, known_profiles, load_scenario,
                               scenario_from_text)
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runtime import limits
-from runtime.cli import main
+from runtime.limits import counts as limits
+from runtime.cli.main import main
 from runtime.ir.errors import ProfileError, ScenarioError
-from runtime.scenario import load_scenario
+from runtime.scenario.load import load_scenario
 from runtime.ir.yamlcheck import MAX_DEPTH, MAX_VALUES
 from sim.profile import PROFILE_DIR, load_profile
 
@@ -197,7 +197,7 @@ def test_run_counts_on_the_command_line_are_bounded(capsys):
 
 def test_a_10000_cell_matrix_reads_its_phone_profile_once(tmp_path, monkeypatch):
     import sim.profile
-    from runtime import runner
+    from runtime.sweep import runner
 
     reads = []
     real = sim.profile.load_profile
@@ -249,7 +249,7 @@ def test_a_compressed_input_bomb_is_refused_from_its_header(tmp_path):
     (np.zeros((1, 16, 16, 3), np.float64), None),
 ])
 def test_input_arrays_must_fit_the_model_before_anything_runs(tmp_path, array, words):
-    from runtime.runner import check_file
+    from runtime.sweep.runner import check_file
 
     np.savez(tmp_path / "x.npz", input=array)
     path = input_scenario(tmp_path, "x.npz")
@@ -262,7 +262,7 @@ def test_input_arrays_must_fit_the_model_before_anything_runs(tmp_path, array, w
 
 
 def test_integer_inputs_refuse_values_their_type_cannot_hold(tmp_path):
-    from runtime.runner import _conform_input
+    from runtime.sweep.runner import _conform_input
     from runtime.zoo import build
     from runtime.zoo.quantize import quantize
 

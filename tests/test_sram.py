@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from delegates.registry import parse_flags
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from sim import mechanisms as mx
 from sim.cost import OpClass, Precision, Rates, Work, op_cost
 from sim.profile import load_profile
@@ -80,8 +80,8 @@ def test_a_model_streams_only_the_weights_beyond_the_npus_memory():
 
 
 def test_the_memory_record_and_the_benchmark_say_what_stays_on_chip(capsys):
-    from runtime.cli import main as dtb
-    from runtime.footprint import on_chip_weights
+    from runtime.cli.main import main as dtb
+    from runtime.measure.footprint import on_chip_weights
 
     graph = zoo("mobilenet_v1", "int8")
     profile = _edgetpu(0.05)      # 52 KB: most of the weights stream

@@ -14,9 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from runtime import limits, progress, runner, scenario as scenario_module, sweep
-from runtime.cli import main
-from runtime.runner import run_file
+from runtime.limits import counts as limits
+
+from runtime.report import progress
+
+from runtime.sweep import runner
+
+from runtime.scenario import load as scenario_module
+
+from runtime.sweep import executors as sweep
+from runtime.cli.main import main
+from runtime.sweep.runner import run_file
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = ("results.json", "results.csv", "report.md", "trace.json")
@@ -45,7 +53,7 @@ def test_the_dask_executor_writes_the_local_runs_bytes(tmp_path):
     path = write(tmp_path, SMALL)
     run_file(path, tmp_path / "local")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "runtime.cli", "run", str(path), "-o", str(tmp_path / "dask"),
+    done = subprocess.run([sys.executable, "-m", "runtime.cli.main", "run", str(path), "-o", str(tmp_path / "dask"),
                            "--executor", "dask", "--workers", "2"], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
@@ -62,7 +70,7 @@ def test_executor_flag_is_checked(capsys):
 
 
 def test_dask_is_imported_only_when_asked_for(tmp_path):
-    code = (f"import sys; from runtime.runner import run_file; run_file({str(write(tmp_path, SMALL))!r}, "
+    code = (f"import sys; from runtime.sweep.runner import run_file; run_file({str(write(tmp_path, SMALL))!r}, "
             f"{str(tmp_path / 'out')!r}); print(any(m.split('.')[0] in ('dask', 'distributed') for m in sys.modules))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)

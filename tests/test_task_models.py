@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime import tflite_io
-from runtime.interpreter import Interpreter
+from runtime.model import tflite_read as tflite_io
+from runtime.interpreter.api import Interpreter
 from tests import litert_oracle
 from tests.conftest import FIXTURES
 from tests.test_published_models import DELEGATES, PHONES, run_everywhere
@@ -178,7 +178,7 @@ def test_dtb_benchmark_runs_it_on_every_phone_under_every_delegate(name, capsys)
     one run) exits 0 for every model, phone and delegate; a delegate the phone lacks only warns. The
     one refusal allowed is TFLite's own: a delegate that takes only static shapes (GPU, Hexagon, Core
     ML) on a model with dynamic-sized tensors fails to apply, as benchmark_model reports it."""
-    from runtime import cli
+    from runtime.cli import main as cli
 
     path = FIXTURES / name
     for phone in PHONES:

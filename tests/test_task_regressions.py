@@ -9,10 +9,10 @@ import pytest
 
 from runtime.ir.errors import ModelError
 from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ir.optypes import OpType
 from runtime.ir.options import ConcatenationOptions
-from runtime.tflite_write import save
+from runtime.model.tflite_write import save
 from runtime.ops.validate import validate_graph
 from tests.litert_oracle import available, run_litert
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime import tflite_io, zoo
+from runtime import zoo
+
+from runtime.model import tflite_read as tflite_io
 from runtime.ir.errors import ModelError
 from runtime.ir.graph import DType, Graph, Op, OpType, Signature, Tensor
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 from runtime.ir.options import Conv2DOptions
-from runtime.tflite_write import dumps, save
+from runtime.model.tflite_write import dumps, save
 
 
 @pytest.fixture(scope="module")
@@ -105,10 +107,10 @@ def test_a_constant_of_zero_elements_reads_as_empty_as_litert_runs_it(tmp_path):
     import numpy as np
 
     from runtime.ir.graph import DType, Graph, Op, Tensor
-    from runtime.interpreter import Interpreter
+    from runtime.interpreter.api import Interpreter
     from runtime.ir.options import ReducerOptions
     from runtime.ir.optypes import OpType
-    from runtime.tflite_write import save
+    from runtime.model.tflite_write import save
     from tests.litert_oracle import available, run_litert
 
     tensors = (Tensor("x", (2, 3), DType.FLOAT32), Tensor("axes", (0,), DType.INT32, data=np.zeros(0, np.int32)),

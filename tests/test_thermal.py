@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.apps import run_apps
+from runtime.sweep.app_streams import run_apps
 from runtime.ir.errors import ProfileError
-from runtime.scenario import load_scenario
+from runtime.scenario.load import load_scenario
 from sim.cost import OpClass, Precision, Work
 from sim.profile import PROFILE_DIR, list_profiles, load_profile
 from sim.soc import SoC

@@ -7,7 +7,7 @@ import pytest
 
 from runtime import zoo
 from runtime.ir.errors import ModelError
-from runtime.interpreter import Interpreter
+from runtime.interpreter.api import Interpreter
 
 SMALL = {
     "tiny_cnn": {},

@@ -17,7 +17,7 @@ What is modelled:
   lack kTfLiteDelegateFlagsAllowDynamicTensors unless subgraph reshaping is enabled).
 
 Not modelled (answered "unsupported" with that reason): resource-variable ops, the MediaPipe and
-ODML custom ops, STABLEHLO_COMPOSITE, DENSIFY of sparse weights (runtime.tflite_io densifies sparse
+ODML custom ops, STABLEHLO_COMPOSITE, DENSIFY of sparse weights (runtime.model.tflite_read densifies sparse
 constants, so their sparsity is not visible here). The analysis runs over the model's own execution
 plan, i.e. it assumes XNNPACK is the first delegate applied, as it is in LiteRT.
 """

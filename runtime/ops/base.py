@@ -22,7 +22,7 @@ class Node:
     op: Op
     graph: Graph
     cache: dict[str, Any] = field(default_factory=dict)
-    # What the interpreter shares across the model's subgraphs (runtime/model_state.py): the
+    # What the interpreter shares across the model's subgraphs (runtime/interpreter/model_state.py): the
     # control-flow and resource-variable kernels run subgraphs and keep variables through it.
     model_state: Any = None
 

@@ -322,7 +322,7 @@ RULES = {
 
 def scratch_bytes(op_type: OpType, ins: list, outs: list) -> int:
     """Temporaries these kernels allocate beyond the generic few copies of the output
-    (runtime/memory.py adds them): the scatter's per-update flat indices and masks, the gather's
+    (runtime/limits/memory.py adds them): the scatter's per-update flat indices and masks, the gather's
     per-dimension index arrays, the generator's 64-bit words, the FFT's float64 working copies."""
     n_out = sum(math.prod(s) for s in outs)
     if op_type is OpType.STABLEHLO_SCATTER and len(ins) > 2 and ins[2] is not None:

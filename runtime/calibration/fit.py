@@ -1,0 +1,317 @@
+"""Fit a phone profile's physical parameters to measured latencies (bounded least squares on log latency)."""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from runtime.ir.errors import TestbedError
+from runtime.calibration.rows import DELEGATES, Row, model_key
+from runtime.ir.yamlcheck import Key, dotted, parse
+
+__all__ = ["Param", "Fit", "RowSim", "Evaluator", "candidate_params", "fit", "cross_validate",
+           "load_base", "CalibrationError", "PRIOR_WEIGHT", "SPREAD"]
+
+# How strongly each parameter is held to its prior: a residual of PRIOR_WEIGHT x log(value/prior)
+# beside each row's log(simulated/measured). At 0.1 a parameter moves a factor e away from its prior
+# only if that buys about 10% on one row, so few rows cannot push it to an absurd value.
+PRIOR_WEIGHT = 0.1
+# Residuals beyond about this much (log latency, ~15%) count less and less (scipy's Cauchy loss,
+# which redescends): a row no mechanism explains is left as an outlier instead of dragging every
+# parameter halfway toward it (a soft-L1 loss would settle between two contradicting rows).
+ROBUST_SCALE = 0.15
+# A parameter stays within [prior / SPREAD, prior x SPREAD] (and efficiencies at most 1).
+SPREAD = 8.0
+
+
+class CalibrationError(TestbedError, ValueError):
+    """Calibration cannot run as asked (no rows for the phone, a model that does not load, ...)."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One fitted number: its key path in the profile YAML (human units), prior value and bounds."""
+
+    path: Key
+    prior: float
+    lo: float
+    hi: float
+    unit: str             # the unit (or "nnapi:<device>") whose rows inform it
+
+    @property
+    def name(self) -> str:
+        return dotted(self.path)
+
+
+# Per unit kind, the physical parameters a calibration may move: (key path under the unit, cap).
+_UNIT_PARAMS: Mapping[str, tuple[tuple[Key, float], ...]] = {
+    "cpu": ((("efficiency", "conv"), 1.0), (("efficiency", "depthwise"), 1.0),
+            (("dispatch_us",), math.inf), (("mechanisms", "join_us"), math.inf),
+            (("mechanisms", "gemm_depth_overhead"), math.inf), (("gmacs", "int8"), math.inf),
+            (("bandwidth_gbs",), math.inf), (("mechanisms", "cache_gbs"), math.inf),
+            (("mechanisms", "im2col_row_ns"), math.inf)),
+    "gpu": ((("efficiency", "conv"), 1.0), (("efficiency", "depthwise"), 1.0), (("dispatch_us",), math.inf),
+            (("invoke_us",), math.inf), (("mechanisms", "occupancy_items"), math.inf),
+            (("efficiency", "pool"), 1.0)),
+    "dsp": ((("efficiency", "conv"), 1.0), (("efficiency", "depthwise"), 1.0), (("dispatch_us",), math.inf)),
+    "ane": ((("efficiency", "conv"), 1.0), (("efficiency", "depthwise"), 1.0), (("dispatch_us",), math.inf)),
+    "npu": ((("efficiency", "conv"), 1.0), (("efficiency", "depthwise"), 1.0), (("dispatch_us",), math.inf)),
+}
+
+
+def _get(data: Any, path: Key) -> Any:
+    for key in path:
+        data = data[key]
+    return data
+
+
+def _set(data: Any, path: Key, value: float) -> None:
+    for key in path[:-1]:
+        data = data[key]
+    data[path[-1]] = value
+
+
+def candidate_params(data: Mapping[str, Any], used: set[str]) -> list[Param]:
+    """The parameters of the units the rows used (and the NNAPI devices' per-execution costs),
+    each present in the base profile with a positive value."""
+    params = []
+    for name, unit in data["units"].items():
+        if name not in used:
+            continue
+        for sub, cap in _UNIT_PARAMS.get(unit["kind"], ()):
+            path = ("units", name, *sub)
+            try:
+                prior = float(_get(data, path))
+            except (KeyError, TypeError, IndexError):
+                continue
+            if prior > 0:
+                params.append(Param(path, prior, prior / SPREAD, min(cap, prior * SPREAD), name))
+    for i, device in enumerate((data.get("nnapi") or {}).get("devices", ())):
+        key = f"nnapi:{device['name']}"
+        if key in used and float(device.get("execution_us", 0)) > 0:
+            prior = float(device["execution_us"])
+            params.append(Param(("nnapi", "devices", i, "execution_us"), prior, prior / SPREAD,
+                                prior * SPREAD, key))
+    return params
+
+
+# -- the simulation of one row ----------------------------------------------------------------------
+
+
+class RowSim:
+    """One measurement's model on the simulated phone, built once; `run(profile)` re-times it on a
+    profile with other numbers (same units and devices), reusing the partitioning and the work
+    descriptions, and returns the simulated milliseconds and the units the run kept busy."""
+
+    def __init__(self, row: Row, graph, profile):
+        from delegates.registry import parse_flags
+        from runtime.interpreter.api import Interpreter
+
+        self.row, self.graph = row, graph
+        delegates, rest = parse_flags(list(DELEGATES[row.delegate]) + list(row.flags), profile)
+        if rest:
+            raise CalibrationError(f"{row.source}: unknown delegate flags {' '.join(rest)}")
+        self.it = Interpreter(graph=graph, experimental_delegates=delegates, num_threads=row.threads,
+                              device=profile, timing_only=True)
+        self.it.allocate_tensors()
+        self._executor = self.it.simulation.executor
+        self.used = self._used()
+
+    def _used(self) -> set[str]:
+        sim = self.it.simulation
+        used = {sim.soc.cpu.name}
+        for job in sim.executor.jobs:
+            if not hasattr(job, "step"):      # a CPU op
+                continue
+            used.update(u.name for u in (job.unit, *(op.unit for op in job.ops if op.unit is not None)))
+            used.update(f"nnapi:{d}" for d in job.step.delegate.devices_for(job.step.partition))
+        return used
+
+    def run(self, profile) -> tuple[float, dict[str, float]]:
+        from runtime.interpreter.delegation import DelegateStep
+        from sim.soc import SoC
+
+        sim = self.it.simulation
+        sim.soc = SoC(profile)
+        for step in sim.delegation.plan:
+            if isinstance(step, DelegateStep):  # a delegate reading its costs from the profile it was made for
+                step.delegate.use_profile(profile)
+        sim.executor = self._executor.on(sim.soc)
+        seconds = sim.invoke()
+        return seconds * 1e3, _per_type(sim.soc.trace)
+
+
+def _per_type(trace) -> dict[str, float]:
+    """Simulated milliseconds per CPU op type of the last inference (what the op profiler sums; a
+    delegated partition is one node of the delegate's type, which the total latency already covers)."""
+    out: dict[str, float] = {}
+    last = max((iv.inference for iv in trace.intervals), default=-1)
+    for iv in trace.intervals:
+        if iv.inference == last and iv.kind.value == "op" and not any(k == "delegate" for k, _ in iv.args):
+            out[iv.name] = out.get(iv.name, 0.0) + (iv.end - iv.start) * 1e3
+    return out
+
+
+class Evaluator:
+    """Simulated latencies of every row for a vector of parameter values."""
+
+    def __init__(self, rows: Sequence[Row], data: Mapping[str, Any], source: str, models: Callable[[Row], Any]):
+        from sim.profile import profile_from_dict
+
+        self.rows, self.data, self.source = list(rows), copy.deepcopy(data), source
+        self._from_dict = profile_from_dict
+        base = profile_from_dict(self.data, source)
+        self.sims = [RowSim(r, models(r), base) for r in self.rows]
+
+    def profile(self, params: Sequence[Param], values: Sequence[float]):
+        data = copy.deepcopy(self.data)
+        for p, v in zip(params, values):
+            _set(data, p.path, float(v))
+        return self._from_dict(data, self.source)
+
+    def run(self, params: Sequence[Param], values: Sequence[float],
+            rows: Sequence[int] | None = None) -> list[tuple[float, dict[str, float]]]:
+        profile = self.profile(params, values)
+        return [self.sims[i].run(profile) for i in (range(len(self.sims)) if rows is None else rows)]
+
+
+# -- the fit ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fit:
+    params: tuple[Param, ...]
+    values: tuple[float, ...]
+    simulated: tuple[float, ...]      # ms per row at the fitted values
+    rows: tuple[Row, ...]
+    evaluations: int
+
+    def errors(self) -> list[float]:
+        return [s / r.latency_ms - 1 for s, r in zip(self.simulated, self.rows)]
+
+
+def _residuals(rows: Sequence[Row], results, x: np.ndarray) -> np.ndarray:
+    out = []
+    for row, (ms, per_type) in zip(rows, results):
+        out.append(math.log(ms / row.latency_ms))
+        for op_type, measured in row.per_type:
+            if measured > 0 and op_type in per_type:
+                out.append(0.5 * math.log(max(per_type.get(op_type, 0.0), 1e-6) / measured))
+    return np.concatenate([np.array(out), PRIOR_WEIGHT * x])
+
+
+def fit(evaluator: Evaluator, params: Sequence[Param], rows: Sequence[int] | None = None,
+        max_nfev: int = 30) -> Fit:
+    """Bounded least squares (scipy's trust-region reflective) on log latency over the rows
+    (indices into the evaluator's rows; all by default), each parameter in log space about its
+    prior, pulled toward it. The Jacobian re-times only the rows that use a parameter's unit."""
+    from scipy.optimize import least_squares
+
+    idx = list(range(len(evaluator.rows))) if rows is None else list(rows)
+    sub = [evaluator.rows[i] for i in idx]
+    params = [p for p in params if any(p.unit in evaluator.sims[i].used for i in idx)]
+    priors = np.array([p.prior for p in params])
+    lo = np.log([p.lo / p.prior for p in params])
+    hi = np.log([p.hi / p.prior for p in params])
+    count = [0]
+
+    def values(x):
+        return priors * np.exp(x)
+
+    def run(x, only=None):
+        count[0] += 1
+        chosen = idx if only is None else [idx[k] for k in only]
+        return evaluator.run(params, values(x), chosen)
+
+    last: dict[str, Any] = {"x": None, "results": None}
+
+    def residual_and_keep(x):
+        last["x"], last["results"] = x.copy(), run(x)
+        return _residuals(sub, last["results"], x)
+
+    def jacobian_cached(x):
+        if last["x"] is None or not np.array_equal(last["x"], x):
+            residual_and_keep(x)
+        base = _residuals(sub, last["results"], x)
+        jac = np.zeros((base.size, len(params)))
+        for j, p in enumerate(params):
+            step = 1e-3 if x[j] + 1e-3 <= hi[j] else -1e-3
+            xj = x.copy()
+            xj[j] += step
+            touched = [k for k, i in enumerate(idx) if p.unit in evaluator.sims[i].used]
+            full = _merge(touched, run(xj, touched), last["results"])
+            jac[:, j] = (_residuals(sub, full, xj) - base) / step
+        return jac
+
+    if not params:
+        results = run(np.zeros(0))
+        return Fit((), (), tuple(ms for ms, _ in results), tuple(sub), count[0])
+    result = least_squares(residual_and_keep, np.zeros(len(params)), jac=jacobian_cached, bounds=(lo, hi),
+                           method="trf", x_scale=1.0, max_nfev=max_nfev, xtol=1e-4, ftol=1e-6,
+                           loss="cauchy", f_scale=ROBUST_SCALE)
+    final = run(result.x)
+    return Fit(tuple(params), tuple(float(v) for v in values(result.x)), tuple(ms for ms, _ in final),
+               tuple(sub), count[0])
+
+
+def _merge(touched, moved, base):
+    out = list(base)
+    for k, r in zip(touched, moved):
+        out[k] = r
+    return out
+
+
+# -- cross-validation -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Prediction:
+    row: Row
+    simulated: float
+
+    @property
+    def error(self) -> float:
+        return self.simulated / self.row.latency_ms - 1
+
+
+def cross_validate(evaluator: Evaluator, params: Sequence[Param]) -> list[Prediction]:
+    """Leave one model out: fit on every other model's rows, predict the held-out model's rows."""
+    keys = sorted({model_key(r) for r in evaluator.rows}, key=str)
+    out: dict[int, Prediction] = {}
+    for key in keys:
+        held = [i for i, r in enumerate(evaluator.rows) if model_key(r) == key]
+        train = [i for i in range(len(evaluator.rows)) if i not in held]
+        fitted = fit(evaluator, params, train)
+        results = evaluator.run(fitted.params, fitted.values, held)
+        for i, (ms, _) in zip(held, results):
+            out[i] = Prediction(evaluator.rows[i], ms)
+    return [out[i] for i in sorted(out)]
+
+
+# -- the base profile ---------------------------------------------------------------------------
+
+
+def load_base(name_or_path: str) -> tuple[dict, dict, str, Path]:
+    """The prior a calibration starts from: a calibrated profile names its prior file, which is
+    used instead (so re-running a fit never compounds on its own output). Returns the data, its
+    line table, the YAML text and the file's path."""
+    from runtime.ir.errors import ProfileError
+    from sim.profile import _resolve
+
+    path = _resolve(name_or_path)
+    for _ in range(2):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ProfileError(f"{path}: cannot read the profile: {exc}") from None
+        data, lines = parse(text, str(path), ProfileError)
+        prior = (data.get("calibration") or {}).get("prior") if isinstance(data, dict) else None
+        if not prior:
+            return data, lines, text, path
+        path = (path.parent / prior) if not Path(prior).is_absolute() else Path(prior)
+    raise ProfileError(f"{path}: a prior profile must not itself name a prior")

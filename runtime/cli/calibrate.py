@@ -1,0 +1,196 @@
+"""`dtb calibrate`: fit a phone profile to measured latencies, write it as YAML, cross-validate it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from runtime.calibration.fit import (CalibrationError, Evaluator, Fit, Param, Prediction, candidate_params,
+                               cross_validate, fit, load_base)
+from runtime.calibration.rows import Row, model_key, read_measurements
+
+__all__ = ["add_parser", "cmd_calibrate", "render_profile", "calibrate_files", "fastest"]
+
+# Within this much of each other two measured latencies are a tie: the published tables round to
+# 0.1 ms, so 1.7 vs 1.7 ms says nothing about which delegate is faster.
+TIE_MS = 0.05
+
+
+def add_parser(sub) -> None:
+    sp = sub.add_parser("calibrate", help="fit a phone profile to measured latencies (CSV or benchmark_model logs)",
+                        description="Fit a profile's physical parameters (rates, efficiencies, per-op and per-call "
+                                    "costs) to measured latencies by bounded least squares on log latency, pulled "
+                                    "toward the base profile's values.")
+    sp.add_argument("measurements", nargs="+", help=".csv files of rows or benchmark_model logs")
+    sp.add_argument("--base", required=True, help="profile to start from (a shipped name or a .yaml); a calibrated "
+                                                  "profile starts from the prior it names")
+    sp.add_argument("-o", "--output", help="write the fitted profile here (YAML, the base's format)")
+    sp.add_argument("--cv", action="store_true", help="leave-one-model-out cross-validation")
+    sp.add_argument("--device", help="phone name for log files that do not say (default: the base's name)")
+    sp.add_argument("--model", help="model for log files whose Graph line is missing (.tflite or zoo:NAME)")
+    sp.add_argument("--max_nfev", type=int, default=30, help="least-squares iterations (default 30)")
+    sp.set_defaults(fn=cmd_calibrate, parser=sp)
+
+
+def _models(row: Row):
+    from runtime.sweep.cell import build_model
+    from runtime.scenario.load import ModelSpec, Quantization
+    from runtime.ir.yamlcheck import freeze
+
+    try:
+        if row.model.endswith(".tflite") or os.sep in row.model:
+            return build_model(ModelSpec(path=_local(row)))
+        return build_model(ModelSpec(zoo=row.model, args=freeze(dict(row.args)),
+                                     quantization=Quantization(row.quantization)))
+    except (ValueError, OSError) as exc:
+        raise CalibrationError(f"{row.source}: model {row.label}: {exc}") from None
+
+
+def _local(row: Row) -> Path:
+    """A log's Graph line names the file on the phone: use it if it is here, else a file of the
+    same name beside the measurement file, else in the current folder."""
+    named = Path(row.model)
+    log_dir = Path(row.source.rsplit(":", 1)[0]).parent
+    for candidate in (named, log_dir / named.name, Path.cwd() / named.name):
+        if candidate.is_file():
+            return candidate
+    raise CalibrationError(f"{row.source}: model {row.model} not found (nor {named.name} beside the measurements "
+                           f"or in the current folder)")
+
+
+def calibrate_files(paths: Sequence[str], base: str, device: str | None = None, model: str | None = None):
+    """Rows of the files, the base profile (data, lines, text, path) and an Evaluator over them."""
+    data, lines, text, path = load_base(base)
+    rows = [r for p in paths for r in read_measurements(p, device or data["name"], model)]
+    phones = sorted({r.device for r in rows if r.device})
+    if len(phones) > 1:
+        raise CalibrationError(f"the measurements are for several phones ({', '.join(phones)}); calibrate one "
+                               f"phone at a time")
+    evaluator = Evaluator(rows, data, str(path), _models)
+    used = set().union(*(s.used for s in evaluator.sims))
+    return rows, (data, lines, text, path), evaluator, candidate_params(data, used)
+
+
+def cmd_calibrate(args, extra=None) -> int:
+    from runtime.cli.common import check_writable
+
+    if args.max_nfev < 1 or args.max_nfev > 10_000:
+        raise CalibrationError(f"--max_nfev must be in 1..10000, got {args.max_nfev}")
+    check_writable(args.output)   # before minutes of fitting, not after
+    rows, (data, lines, text, path), evaluator, params = calibrate_files(
+        args.measurements, args.base, args.device, args.model)
+    prior = evaluator.run(params, [p.prior for p in params])
+    result = fit(evaluator, params, max_nfev=args.max_nfev)
+    print(f"Calibrating {data['name']} from {len(rows)} rows ({', '.join(args.measurements)}); prior {path}")
+    _print_params(result)
+    _print_rows(result, [ms for ms, _ in prior])
+    if args.output:
+        from runtime.ir.atomic import write_text
+
+        source = ", ".join(_relative(Path(p), Path(args.output).parent) for p in args.measurements)
+        write_text(args.output, render_profile(text, lines, result, source, _relative(path, Path(args.output).parent),
+                                               args.device if args.device != data["name"] else None))
+        print(f"wrote {args.output}")
+    if args.cv:
+        _print_cv(cross_validate(evaluator, params))
+    return 0
+
+
+def _relative(path: Path, folder: Path) -> str:
+    try:
+        return os.path.relpath(path.resolve(), folder.resolve())
+    except ValueError:   # another drive
+        return str(path.resolve())
+
+
+def _print_params(result: Fit) -> None:
+    print(f"{'parameter':45s} {'prior':>10s} {'fitted':>10s}")
+    for p, v in zip(result.params, result.values):
+        print(f"{p.name:45s} {_fmt(p.prior):>10s} {_fmt(v):>10s}")
+
+
+def _print_rows(result: Fit, prior: Sequence[float]) -> None:
+    print(f"\n{'model':44s} {'delegate':8s} {'threads':>7s} {'measured':>9s} {'prior':>8s} {'fitted':>8s} {'error':>7s}")
+    for row, p, s in zip(result.rows, prior, result.simulated):
+        print(f"{row.label:44s} {row.delegate:8s} {row.threads:7d} {row.latency_ms:9.2f} {p:8.2f} {s:8.2f} "
+              f"{s / row.latency_ms - 1:+7.1%}")
+    errors = np.abs(result.errors())
+    print(f"fit: median |error| {np.median(errors):.1%}, max {errors.max():.1%} over {len(errors)} rows "
+          f"({result.evaluations} simulations of the row set)")
+
+
+def fastest(predictions: Sequence[Prediction]) -> list[tuple[str, set[str], str]]:
+    """Per model: the measured fastest delegates (ties within TIE_MS) and the simulated fastest."""
+    out = []
+    for key in sorted({model_key(p.row) for p in predictions}, key=str):
+        mine = [p for p in predictions if model_key(p.row) == key]
+        if len({p.row.delegate for p in mine}) < 2:
+            continue
+        best = min(p.row.latency_ms for p in mine)
+        measured = {p.row.delegate for p in mine if p.row.latency_ms <= best + TIE_MS}
+        simulated = min(mine, key=lambda p: p.simulated).row.delegate
+        out.append((mine[0].row.label, measured, simulated))
+    return out
+
+
+def _print_cv(predictions: Sequence[Prediction]) -> None:
+    print(f"\nLeave-one-model-out cross-validation ({len(predictions)} rows)")
+    print(f"{'model':44s} {'delegate':8s} {'measured':>9s} {'simulated':>9s} {'error':>7s}")
+    for p in predictions:
+        print(f"{p.row.label:44s} {p.row.delegate:8s} {p.row.latency_ms:9.2f} {p.simulated:9.2f} {p.error:+7.1%}")
+    errors = np.abs([p.error for p in predictions])
+    print(f"cv: median |error| {np.median(errors):.1%}, max {errors.max():.1%}")
+    agree = 0
+    for label, measured, simulated in (rows := fastest(predictions)):
+        ok = simulated in measured
+        agree += ok
+        print(f"fastest {label:44s} measured {'/'.join(sorted(measured)):12s} simulated {simulated:8s} "
+              f"{'agrees' if ok else 'DISAGREES'}")
+    print(f"fastest delegate agrees for {agree} of {len(rows)} models")
+
+
+# -- writing the profile ----------------------------------------------------------------------------
+
+# A prior profile says what it is on a header line starting so; the calibrated file says what it is.
+PRIOR_MARK = "# The prior of a calibrated profile:"
+_LINE = re.compile(r"^(?P<head>\s*[\w.-]+:\s*)(?P<value>[^\s#]+)(?P<pad>\s*)(?:#\s?(?P<comment>.*))?$")
+
+
+def _fmt(value: float) -> str:
+    text = f"{value:.4g}"
+    return text if "e" not in text else f"{value:.6f}".rstrip("0").rstrip(".")
+
+
+def render_profile(text: str, lines: dict, result: Fit, source: str, prior: str, name: str | None = None) -> str:
+    """The base profile's YAML with every fitted number replaced in place and its comment saying so,
+    a `calibration:` section naming the prior and the measurements, and the phone's own name when
+    it is another phone than the base's."""
+    out = text.splitlines()
+    if name:
+        n = lines[("name",)] - 1
+        out[n] = f"name: {name}{' ' * max(1, 31 - len(name))}# the phone measured (the prior is another's)"
+    rows = len(result.rows)
+    for p, value in zip(result.params, result.values):
+        n = lines[p.path] - 1
+        m = _LINE.match(out[n])
+        if m is None:
+            raise CalibrationError(f"{prior}:{n + 1}: cannot rewrite the value of {p.name}")
+        was = (m.group("comment") or "").strip()
+        was = re.sub(r"^(assumed|fitted|derived|spec)[^:]*:\s*", "", was)
+        head = m.group("head")
+        line = f"{head}{_fmt(value)}"
+        out[n] = f"{line:{max(len(line) + 1, 32)}s}# fitted: {source} ({rows} rows); prior {_fmt(p.prior)}" + \
+                 (f" ({was})" if was else "")
+    out = [f"# Calibrated: dtb calibrate fitted this file's numbers marked \"fitted\" to {source}, from {prior}."
+           if ln.startswith(PRIOR_MARK) else ln for ln in out]
+    out = [ln for ln in out if not ln.startswith("calibration:") and not ln.startswith("  prior:")
+           and not ln.startswith("  measurements:") and not ln.startswith("  rows:")]
+    out += ["", "calibration:                    # written by dtb calibrate; refit with it from the prior",
+            f"  prior: {prior}", f"  measurements: {source}",
+            f"  rows: {rows:<26d}# fitted: measurement rows the fit used"]
+    return "\n".join(out) + "\n"

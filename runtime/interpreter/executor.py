@@ -1,0 +1,387 @@
+"""Walks an execution plan on a simulated phone: CPU ops on the CPU, delegated partitions on their unit."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable, Generator, Sequence
+
+import numpy as np
+
+from runtime.interpreter.delegate_invoke import invoke_partition
+from runtime.interpreter.delegation import CpuStep, DelegateStep, Plan
+from runtime.ir.errors import DelegateError
+from runtime.ir.graph import Graph
+from runtime.interpreter.model_state import one_pass
+from runtime.ops.opcheck_control import calls
+from sim.cost import OpClass, Precision, Work
+from sim.numerics import NumericMode, is_quantized, op_precision, op_precision_on
+from sim.soc import SoC
+from sim.trace import Kind
+from sim.unit import Scales, Tag, Unit
+from sim.work import describe, tensor_bytes
+
+__all__ = ["Executor", "Simulation", "make_simulation"]
+
+# TFLite prints its delegation lines through its logger; so do we (the CLI shows them).
+_LOG = logging.getLogger("delegate_testbed")
+
+_VIEWS = (NumericMode.FLOAT32_VIEW, NumericMode.FLOAT16)
+
+
+@dataclass(frozen=True)
+class _OpJob:
+    """One op's cost on its unit, fixed when the plan is built (shapes are static per allocation),
+    and what its trace slice shows besides (node, output shape and type, delegate)."""
+
+    op: int
+    work: Work
+    args: tuple[tuple[str, object], ...] = ()
+    unit: Unit | None = None       # inside a partition: another unit than the partition's (NNAPI steps)
+    scales: Scales | None = None
+
+
+@dataclass(frozen=True)
+class _PartitionJob:
+    step: DelegateStep
+    unit: Unit
+    mode: NumericMode
+    scales: Scales
+    ops: tuple[_OpJob, ...]
+    inputs: tuple[tuple[int, int], ...]      # (tensor, bytes crossing in)
+    outputs: tuple[tuple[int, int], ...]     # (tensor, bytes crossing out)
+    to_float: int                            # elements (de)quantized on the CPU at the boundary
+    weights: int                             # constant bytes uploaded at init
+
+
+def _scales(step: DelegateStep, unit: Unit) -> Scales:
+    """A delegate may move its unit off the nominal point (backend, execution preference)."""
+    return step.delegate.unit_scales(unit)
+
+
+class Executor:
+    """The simulated side of an Interpreter. Math happens when a step runs (host time, never
+    counted); simulated time comes only from the cost model, so results are deterministic."""
+
+    def __init__(self, graph: Graph, plan: Plan, soc: SoC, shapes: Sequence[tuple[int, ...]], threads: int,
+                 folded: frozenset[int], run_cpu: Callable[[int], object], values: list):
+        """`run_cpu(op)` runs one op's math; for a control-flow op it returns what the subgraphs it
+        ran executed (runtime.interpreter.model_state.ModelState.ran's form), which is charged too."""
+        self.graph, self.plan, self.soc, self.threads = graph, plan, soc, max(1, threads)
+        self.folded, self.run_cpu, self.values = folded, run_cpu, values
+        self.shapes = list(shapes)
+        self._placed: Counter = Counter()   # unit -> weight bytes of the delegated ops before, in plan order
+        self.jobs = [self._job(step) for step in plan]
+        self.control = frozenset(i for i, op in enumerate(graph.ops) if calls(op))  # IF, WHILE, CALL_ONCE
+        self._subgraph_works: dict = {}
+        self.nonfinite: Counter = Counter()   # (delegate, output tensor) -> invokes that gave NaN or inf
+
+    def on(self, soc: SoC) -> "Executor":
+        """The same plan on another phone with the same units (a calibration re-times one plan on
+        many profiles): the work descriptions are kept; units, scales and costs are the new phone's."""
+        new = copy.copy(self)
+        new.soc = soc
+        new.jobs = [job if not isinstance(job, _PartitionJob) else
+                    _moved(job, soc)
+                    for job in self.jobs]
+        return new
+
+    # -- building the jobs --------------------------------------------------------------------
+
+    def _work(self, op_index: int, precision: Precision, align: int) -> Work:
+        return describe(self.graph.ops[op_index], self.graph, self.shapes, precision, align)
+
+    def _job(self, step):
+        if isinstance(step, CpuStep):
+            if step.op in self.folded:
+                return None
+            op = self.graph.ops[step.op]
+            return _OpJob(step.op, self._work(step.op, op_precision(op, self.graph), 1), self._args(step.op))
+        return self._partition_job(step)
+
+    def _partition_job(self, step: DelegateStep) -> _PartitionJob:
+        try:
+            unit = self.soc.unit(step.kernel.unit or _unit_for(step, self.soc))
+        except KeyError as exc:  # a delegate made for another phone than the one it runs on
+            raise DelegateError(f"{step.delegate.name}: {exc.args[0]}") from None
+        # a kernel of the delegate's own (no mode) is charged as the CPU reference computes
+        mode = NumericMode.of(step.kernel.mode or NumericMode.REFERENCE)
+        graph, part = self.graph, step.partition
+        ops = []
+        fused = step.delegate.fused_nodes(part)
+        elsewhere = step.delegate.node_units(part)
+        for i in part.nodes:
+            if i in self.folded:
+                continue
+            own = self._unit(step, elsewhere[i]) if i in elsewhere else None
+            runs_on = own or unit
+            precision = op_precision_on(graph.ops[i], graph, mode, runs_on.runs)
+            if not runs_on.runs(precision):
+                raise DelegateError(f"{graph.describe_op(i)}: the {runs_on.name} of {self.soc.profile.name} "
+                                    f"has no {precision.value} rate")
+            work = self._work(i, precision, runs_on.channel_align)
+            if i in fused:
+                work = _linked(work, graph.ops[i], graph, self.shapes, runs_on.channel_align)
+            # where weights fill a unit's on-chip memory in plan order (sim/mechanisms.sram_resident)
+            work = dataclasses.replace(work, weights_before=self._placed[runs_on.name])
+            self._placed[runs_on.name] += work.weight_bytes
+            ops.append(_OpJob(i, work, self._args(i) + (("delegate", step.delegate.name),), own,
+                              _scales(step, own) if own is not None else None))
+        inputs = [t for t in part.inputs if not graph.tensors[t].is_constant]
+        to_float = sum(int(np.prod(self.shapes[t])) for t in (*inputs, *part.outputs)
+                       if mode in _VIEWS and is_quantized(graph.tensors[t]))
+        weights = {t for i in part.nodes for t in graph.ops[i].inputs if t >= 0 and graph.tensors[t].is_constant}
+        return _PartitionJob(step, unit, mode, _scales(step, unit), tuple(ops),
+                             tuple((t, self._bytes(t)) for t in inputs),
+                             tuple((t, self._bytes(t)) for t in part.outputs), to_float,
+                             sum(self._bytes(t) for t in weights))
+
+    def _unit(self, step: DelegateStep, name: str) -> Unit:
+        try:
+            return self.soc.unit(name)
+        except KeyError as exc:
+            raise DelegateError(f"{step.delegate.name}: {exc.args[0]}") from None
+
+    def _args(self, i: int) -> tuple[tuple[str, object], ...]:
+        out = self.graph.ops[i].outputs[0] if self.graph.ops[i].outputs else -1
+        if out < 0:
+            return (("node", i),)
+        return (("node", i), ("shape", str(list(self.shapes[out]))), ("dtype", self.graph.tensors[out].dtype.name))
+
+    def _bytes(self, t: int) -> int:
+        """A tensor's bytes as the CPU holds it: what a boundary copy moves."""
+        return tensor_bytes(self.shapes[t], self.graph.tensors[t].dtype)
+
+    # -- SimPy processes ----------------------------------------------------------------------
+
+    def initialize(self, tag: Tag = Tag()) -> Generator:
+        """Delegate init: compile / graph preparation on the unit, then the weights uploaded."""
+        for job in self.jobs:
+            if not isinstance(job, _PartitionJob):
+                continue
+            seconds = job.step.delegate.init_seconds(job.unit.spec, self.graph)
+            precision = job.ops[0].work.precision if job.ops else Precision.FLOAT32
+            yield from job.unit.hold(seconds, f"{job.step.delegate.name} init", Kind.INIT, tag, precision,
+                                     job.scales)
+            if job.weights:
+                yield from self.soc.copy(job.weights, "weights upload", tag, job.unit.spec.convert_per_s)
+
+    def inference(self, tag: Tag, math: bool = True) -> Generator:
+        """One invoke: every step in plan order, charging the simulated phone as it goes."""
+        cpu = self.soc.cpu
+        for step, job in zip(self.plan, self.jobs):
+            if isinstance(step, CpuStep):
+                if job is not None:  # None: a constant-only op, computed once at allocation
+                    ran = self.run_cpu(step.op) if math else None
+                    yield from cpu.execute(job.work, tag, threads=self.threads, args=job.args)
+                    if step.op in self.control:
+                        yield from self._subgraph_ops(step.op, ran, tag)
+            else:
+                yield from self._partition(job, tag, math)
+
+    def _subgraph_ops(self, i: int, ran, tag: Tag) -> Generator:
+        """A control-flow op costs what it runs: each op of its subgraphs, charged on the CPU at the
+        shapes it ran at, as often as it ran (every iteration of a WHILE). Without the math
+        (timing-only) nothing tells the branch or the trip count: one pass is charged instead
+        (runtime.interpreter.model_state.one_pass). The ops show in the trace under the control op's node."""
+        if not isinstance(ran, Counter):
+            ran = one_pass(self.graph, self.graph.ops[i], first=tag.inference == 0)
+        for (k, j, shapes), n in ran.items():
+            work = self._subgraph_work(k, j, shapes)
+            args = (("node", i), ("subgraph", k), ("subgraph_op", j))
+            for _ in range(n):
+                yield from self.soc.cpu.execute(work, tag, threads=self.threads, args=args)
+
+    def _subgraph_work(self, k: int, j: int, shapes) -> Work:
+        key = (k, j, shapes)
+        if key not in self._subgraph_works:
+            sub = self.graph.subgraph(k)
+            op = sub.ops[j]
+            self._subgraph_works[key] = describe(op, sub, dict(shapes), op_precision(op, sub), 1)
+        return self._subgraph_works[key]
+
+    def _step(self, job: _PartitionJob, op: _OpJob, unit: Unit, tag: Tag) -> Generator:
+        """Inside one delegated partition the work moves to another unit (NNAPI's runtime splits a
+        model into steps, one per driver): the op's inputs go through shared memory and the new
+        driver pays its own execution call."""
+        name = job.step.delegate.name
+        nbytes = sum(self._bytes(t) for t in self.graph.ops[op.op].inputs
+                     if t >= 0 and not self.graph.tensors[t].is_constant)
+        if nbytes:
+            yield from self.soc.copy(nbytes, f"{name} step inputs", tag)
+        seconds = job.step.delegate.step_seconds(unit.spec)
+        if seconds:
+            yield from unit.hold(seconds, f"{name} step", Kind.INVOKE, tag, op.work.precision,
+                                 op.scales or job.scales)
+
+    def _boundary_convert(self, job: _PartitionJob, tag: Tag, name: str) -> Generator:
+        if job.to_float:  # 8-bit <-> float at the edge of a float-view partition, on the CPU
+            work = Work(name, OpClass.ELEMENTWISE, Precision.FLOAT32, elem_ops=job.to_float,
+                        bytes_read=job.to_float, bytes_written=4 * job.to_float)
+            yield from self.soc.cpu.execute(work, tag, threads=self.threads)
+
+    def _partition(self, job: _PartitionJob, tag: Tag, math: bool) -> Generator:
+        name = job.step.delegate.name
+        yield from self._boundary_convert(job, tag, f"{name} input conversion")
+        moved_in = sum(b for _, b in job.inputs)
+        if moved_in:
+            yield from self.soc.copy(moved_in, f"{name} inputs", tag, job.unit.spec.convert_per_s)
+        if math:  # watched and checked: a hang, a crash or a malformed output is a DelegateError
+            outputs, nonfinite = invoke_partition(job.step, {t: self.values[t] for t, _ in job.inputs},
+                                                  self.graph, self.shapes)
+            for t, _ in job.outputs:
+                self.values[t] = outputs[t]
+            for t in nonfinite:
+                _flag_nonfinite(self.nonfinite, name, self.graph, t)
+        precision = job.ops[0].work.precision if job.ops else Precision.FLOAT32
+        seconds = job.step.delegate.invoke_seconds(job.unit.spec)  # e.g. an NNAPI driver's execution
+        if seconds:
+            yield from job.unit.hold(seconds, f"{name} invoke", Kind.INVOKE, tag, precision, job.scales)
+        current = job.unit
+        for op in job.ops:
+            unit = op.unit or job.unit
+            if unit is not current:  # the driver's runtime moves on to another device's step
+                yield from self._step(job, op, unit, tag)
+                current = unit
+            yield from unit.execute(op.work, tag, op.scales or job.scales, args=op.args)
+        moved_out = sum(b for _, b in job.outputs)
+        if moved_out:
+            yield from self.soc.copy(moved_out, f"{name} outputs", tag, job.unit.spec.convert_per_s)
+        yield from self._boundary_convert(job, tag, f"{name} output conversion")
+
+
+def _moved(job: _PartitionJob, soc: SoC) -> _PartitionJob:
+    """A partition's job on another phone's units of the same names and layouts."""
+    def same(unit: Unit) -> Unit:
+        new = soc.unit(unit.name)
+        if new.channel_align != unit.channel_align:
+            raise DelegateError(f"{unit.name}: another channel layout than the plan was built for")
+        return new
+
+    ops = tuple(op if op.unit is None else
+                dataclasses.replace(op, unit=same(op.unit), scales=_scales(job.step, same(op.unit)))
+                for op in job.ops)
+    unit = same(job.unit)
+    return dataclasses.replace(job, unit=unit, scales=_scales(job.step, unit), ops=ops)
+
+
+def _linked(work: Work, op, graph: Graph, shapes, align: int) -> Work:
+    """An op linked into its producer's kernel: its arithmetic still runs, but it has no launch,
+    its linked input never leaves the GPU's registers and its output is the producer's write."""
+    from sim.work import graph_tensor_bytes
+
+    live = sorted(graph_tensor_bytes(graph, shapes, t, work.precision, align) for t in op.inputs
+                  if t >= 0 and not graph.tensors[t].is_constant)
+    side = sum(live[:-1])   # the largest live input is the linked one (an ADD's operands are alike)
+    return dataclasses.replace(work, fused=True, bytes_read=side, bytes_written=0, weight_bytes=0)
+
+
+def _flag_nonfinite(counts: Counter, delegate: str, graph: Graph, t: int) -> None:
+    """NaN or infinity in a delegate's output is not an error (a float16 overflow can do it), but the
+    record says so, and the log says it once per tensor."""
+    if not counts[(delegate, t)]:
+        _LOG.warning(f"{delegate} returned NaN or infinity in {graph.describe_tensor(t)}")
+    counts[(delegate, t)] += 1
+
+
+def _unit_for(step: DelegateStep, soc: SoC) -> str:
+    """A delegate without a kernel-level unit: its `unit` attribute names a kind; take the first
+    unit of that kind (a Python delegate declared for "gpu" runs on the phone's GPU)."""
+    kind = step.delegate.unit
+    for name, unit in soc.units.items():
+        if unit.spec.kind.value == kind or name == kind:
+            return name
+    raise DelegateError(f"{step.delegate.name} runs on a {kind} unit, which {soc.profile.name} does not have")
+
+
+class Simulation:
+    """An Interpreter's simulated phone: the delegation, the SoC and the executor over them.
+
+    Streams: several Simulations may share one SoC (`soc=`); each runs its own inferences as a
+    SimPy process, contending for the same units and DRAM."""
+
+    def __init__(self, graph: Graph, delegation, soc: SoC, threads: int, timing_only: bool, stream: int = 0):
+        self.graph, self.delegation, self.soc = graph, delegation, soc
+        self.threads, self.timing_only, self.stream = threads, timing_only, stream
+        self.executor: Executor | None = None
+        self.nonfinite: Counter = Counter()   # kept across re-allocations and the CPU fallback
+        self.initialized = False
+        self.count = 0
+        self.latencies: list[float] = []
+
+    def allocate(self, shapes, folded: frozenset[int], run_cpu, values) -> None:
+        """(Re)build the jobs for the current shapes; pay delegate init once, at the first allocation."""
+        self._allocation = (shapes, folded, run_cpu, values)
+        self.executor = Executor(self.graph, self.delegation.plan, self.soc, shapes, self.threads, folded,
+                                 run_cpu, values)
+        self.executor.nonfinite = self.nonfinite
+        if not self.initialized:
+            self.initialized = True
+            self.soc.env.process(self.executor.initialize(Tag(self.stream, -1)))
+            self.soc.env.run()
+
+    def inference_process(self) -> Generator:
+        """One inference as a SimPy process body; records its span in the trace."""
+        env, k = self.soc.env, self.count
+        self.count += 1
+        start = env.now
+        yield from self.executor.inference(Tag(self.stream, k), math=not self.timing_only)
+        self.soc.trace.mark(self.stream, k, start, env.now)
+        self.latencies.append(env.now - start)
+
+    def invoke(self) -> float:
+        """Run one inference alone on the phone; returns its simulated latency in seconds."""
+        self.soc.env.process(self.inference_process())
+        self.soc.env.run()
+        return self.latencies[-1]
+
+    def invoke_with_cpu_fallback(self) -> float:
+        """TFLite's InvokeWithCPUFallback: when a delegate fails during invoke (an exception, a call
+        past the time budget, a malformed output: all DelegateErrors here), remove every delegate,
+        go back to the CPU plan, and run the inference again there on the inputs as they were set."""
+        from runtime.interpreter.delegation import apply_delegates
+
+        values = self._allocation[3]
+        saved = {t: None if values[t] is None else values[t].copy()  # a failing delegate may write over them
+                 for t in self.graph.inputs}
+        try:
+            return self.invoke()
+        except DelegateError as exc:
+            for t, value in saved.items():
+                values[t] = value
+            self.count -= 1
+            cpu = apply_delegates(self.graph, [])
+            log = (*self.delegation.log, f"Invoke failed with a delegate error ({exc}); all delegates "
+                   f"removed, running on the CPU.")
+            self.delegation = type(cpu)(cpu.plan, log, self.delegation.per_delegate, restored=True)
+            _LOG.warning(log[-1])
+            self.executor = Executor(self.graph, cpu.plan, self.soc, self._allocation[0], self.threads,
+                                     *self._allocation[1:])
+            self.executor.nonfinite = self.nonfinite
+            return self.invoke()
+
+
+def make_simulation(graph: Graph, delegates: list, device, soc: SoC | None, threads: int, timing_only: bool,
+                    stream: int = 0) -> Simulation:
+    """Apply the delegates as TFLite does and put the result on a phone (a profile name or path,
+    a Profile, or an existing SoC shared with other streams; "generic" when none is named)."""
+    from delegates.api import Delegate
+    from runtime.interpreter.delegation import apply_delegates
+    from runtime.ops.dynamic import dynamic_tensors
+    from sim.profile import load_profile
+    from sim.spec import Profile
+
+    for d in delegates:
+        if not isinstance(d, Delegate):
+            raise ValueError(f"experimental_delegates takes testbed delegates (delegates.api.Delegate), "
+                             f"got {type(d).__name__}")
+    if soc is None:
+        profile = device if isinstance(device, Profile) else load_profile(device or "generic")
+        soc = SoC(profile)
+    delegation = apply_delegates(graph, delegates, dynamic_tensors(graph))
+    for line in delegation.log:
+        _LOG.info(line)
+    return Simulation(graph, delegation, soc, threads, timing_only, stream)

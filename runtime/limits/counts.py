@@ -1,0 +1,23 @@
+"""Upper bounds on the counts a user controls, checked before anything runs, so no request loops for hours.
+
+Each simulated inference keeps its trace (an interval per op and copy) until the run is measured,
+so run counts bound memory as well as time: 10,000 runs of MobileNet v1 hold about 100 MB.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MAX_RUNS", "MAX_WARMUP", "MAX_STREAMS", "MAX_THREADS", "MAX_CELLS", "MAX_INFERENCES",
+           "MAX_EXPANSION", "MAX_SEED"]
+
+MAX_RUNS = 10_000            # runs.count, dtb benchmark --num_runs (benchmark_model's default is 50)
+MAX_WARMUP = 1_000           # runs.warmup, --warmup_runs
+MAX_STREAMS = 16             # streams sharing one simulated phone
+MAX_THREADS = 64             # cpu.threads (the interpreter's -1 means 64 on the simulated phone)
+# A hard cap for memory: every cell is a checked Scenario held until the run ends, about 2 KB each
+# (`dtb run --check` on 100,032 cells: 28-55 s, 330-370 MB at its peak, on 2 shared cores; so 500,000
+# cells take about 1.2 GB). Over 100,000 cells, or an estimated hour of host time, `dtb run` asks for
+# --yes first, before the matrix is expanded (runtime/sweep/executors.py).
+MAX_CELLS = 500_000          # matrix cells of one scenario file
+MAX_INFERENCES = 1_000_000   # cells x streams x (warmup + count) over one scenario file (bounds trace.json)
+MAX_EXPANSION = 10_000_000   # matrix cells x values in the document: what expanding the matrix copies
+MAX_SEED = 2**63 - 1         # inputs.seed

@@ -1,0 +1,124 @@
+"""The fields of a results.json record that plain cells, app streams and `dtb benchmark` records share.
+
+Non-finite figures become None (JSON null) so every file is strict JSON. Used by runtime/sweep/runner.py,
+runtime/sweep/app_streams.py, runtime/sweep/executors.py and the dtb commands; it imports none of them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from runtime.interpreter.delegation import CpuStep
+from runtime.ir.graph import Graph
+from runtime.measure.figures import output_diff
+from sim.work import footprint, tensor_bytes
+
+__all__ = ["record_fields", "unit_footprint", "strict_json", "nonfinite_records"]
+
+
+def unit_footprint(sim) -> dict[str, int]:
+    """Bytes each unit holds: the CPU the tensors of its ops, an accelerator its partitions' tensors
+    as it stores them (padded channels, its precision)."""
+    graph, ex = sim.graph, sim.executor
+    cpu = {t for step in ex.plan if isinstance(step, CpuStep)
+           for t in (*graph.ops[step.op].inputs, *graph.ops[step.op].outputs) if t >= 0}
+    sizes = {sim.soc.cpu.name: sum(tensor_bytes(ex.shapes[t], graph.tensors[t].dtype) for t in cpu)}
+    for job in ex.jobs:
+        if hasattr(job, "step") and job.ops:   # a delegated partition
+            sizes[job.unit.name] = sizes.get(job.unit.name, 0) + footprint(
+                graph, job.step.partition.nodes, ex.shapes, job.ops[0].work.precision, job.unit.channel_align)
+    return sizes
+
+
+def _delegate_records(delegation, kinds: Sequence[str]) -> list[dict]:
+    out = []
+    for kind, rep in zip(kinds, delegation.per_delegate):
+        out.append({"kind": kind, "name": rep.delegate, "nodes_delegated": rep.nodes_delegated,
+                    "total_nodes": rep.total_nodes, "partitions": rep.partitions,
+                    "unsupported": [{"op": u.op, "name": u.name, "reason": u.reason} for u in rep.unsupported]})
+        if rep.error:  # the delegate failed while applied (TFLite restored the plan), or was not applied
+            out[-1]["error"] = rep.error
+    return out
+
+
+def _diffs(graph: Graph, reference: list[dict], test: list[dict]) -> list[dict]:
+    """inference_diff's figures per output over the runs: mean of per-run mean |diff|, their std, max.
+    NaN or infinity in an output makes its figures None (null in results.json)."""
+    rows = []
+    for t in graph.outputs:
+        with np.errstate(invalid="ignore", over="ignore"):
+            per_run = [output_diff(r[t], s[t]) for r, s in zip(reference, test)]
+            avg = [p[0] for p in per_run]
+            row = {"output": graph.tensors[t].name, "avg_error": float(np.mean(avg)),
+                   "std_dev": float(np.std(avg)), "max": float(max(p[2] for p in per_run))}
+        rows.append({k: _finite(v) for k, v in row.items()})
+    return rows
+
+
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def strict_json(value: Any) -> Any:
+    """`value` with every NaN or infinity replaced by None, so json.dumps(allow_nan=False) accepts it."""
+    if isinstance(value, float):
+        return _finite(value)
+    if isinstance(value, Mapping):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
+def nonfinite_records(counts: Mapping, graph: Graph) -> list[dict]:
+    """The record's flags for delegate outputs that held NaN or infinity: which delegate, which tensor,
+    in how many invokes."""
+    return [{"delegate": d, "tensor": graph.tensors[t].name, "index": t, "invokes": n}
+            for (d, t), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1]))]
+
+
+def _ms(stats) -> dict[str, float]:
+    return {k: (v if k == "count" else v * 1e3) for k, v in stats.__dict__.items()}
+
+
+def record_fields(m, delegation, kinds: Sequence[str], graph: Graph, nonfinite: Mapping | None = None,
+                  estimated: Sequence[int] = ()) -> dict[str, Any]:
+    """The measured part of a results.json record (shared with `dtb benchmark --output_json`).
+    `nonfinite`: (delegate name, tensor) -> invokes whose output held NaN or infinity. `estimated`:
+    ops a timing-only run costed from their shapes because no kernel runs them."""
+    return {
+        "nonfinite": nonfinite_records(nonfinite or {}, graph),
+        "estimated": [graph.describe_op(i) for i in estimated],
+        "model": {"name": graph.name, "nodes": len(graph.ops)},
+        "delegates": _delegate_records(delegation, kinds),
+        # a delegate on a phone that has none of it takes no op: the record says why (None: no such delegate)
+        "platform_refusal": "; ".join(r.platform_refusal for r in delegation.per_delegate if r.platform_refusal)
+                            or None,
+        "placement": {str(k): v for k, v in sorted(delegation.placement().items())},
+        "latency_ms": _ms(m.latency),
+        "init_ms": m.init_s * 1e3,
+        "boundary": {"crossings": m.boundary.crossings, "bytes": m.boundary.bytes, "ms": m.boundary.seconds * 1e3,
+                     "mj": m.boundary.joules * 1e3, "share": m.boundary.share},
+        "energy": {"total_mj": m.energy_mj, "avg_power_w": m.avg_power_w, "peak_power_w": m.peak_power_w,
+                   "rails": {r.rail: {"active_mj": r.active_mj, "total_mj": r.total_mj} for r in m.energy}},
+        "per_op": [{"node": o.node, "unit": o.unit, "first_ms": o.first_s * 1e3, "avg_ms": o.avg_s * 1e3,
+                    "count": o.count, "mem_bytes": o.mem_bytes} for o in m.per_op],
+        "footprint_bytes": dict(m.footprint),
+        # weights, TFLite's CPU arena, each delegate unit's buffers (runtime/measure/footprint.py)
+        **({"memory": m.memory.as_json()} if m.memory is not None else {}),
+        "log": list(delegation.log),
+    }
+
+
+def _plain(value: Any) -> Any:
+    """Matrix values as JSON has them (delegate specs as their kinds)."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "kind"):
+        return value.kind
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)

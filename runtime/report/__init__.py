@@ -1,0 +1,1 @@
+"""The report stage: Markdown, HTML and CSV reports of results, their plots, and progress lines for long commands."""
