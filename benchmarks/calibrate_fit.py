@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import yaml  # noqa: E402
 
 from runtime.calibration.fit import Evaluator, candidate_params, fit, load_base  # noqa: E402
-from runtime.cli.calibrate import _models  # noqa: E402
+from runtime.cli.calibrate import row_models  # noqa: E402
 from runtime.calibration.rows import Row  # noqa: E402
 
 FACTORS = {("units", "cpu_big", "efficiency", "conv"): 1.15, ("units", "gpu", "efficiency", "conv"): 0.9}
@@ -61,11 +61,11 @@ def main() -> int:
     rows = [Row(m, a, q, "pixel3", d, 4, 1.0, f"grid:{i}") for i, (m, a, q, d) in enumerate(specs)]
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "truth.yaml").write_text(yaml.safe_dump(truth))
-        sim_truth = Evaluator(rows, truth, "truth", _models)
+        sim_truth = Evaluator(rows, truth, "truth", row_models)
         measured = [ms for ms, _ in sim_truth.run([], [])]
     rows = [Row(r.model, r.args, r.quantization, r.device, r.delegate, r.threads, ms, r.source)
             for r, ms in zip(rows, measured)]
-    evaluator = Evaluator(rows, data, str(path), _models)
+    evaluator = Evaluator(rows, data, str(path), row_models)
     build_s = time.perf_counter() - t0
     params = candidate_params(data, set().union(*(s.used for s in evaluator.sims)))
     t1 = time.perf_counter()

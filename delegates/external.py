@@ -19,15 +19,15 @@ __all__ = ["PLUGIN_GROUP", "load_external", "load_plugin", "plugin_names", "pars
 
 # Option values as text (flags, scenario files, "key:value" options) read as their declared types; kept
 # here, below delegates.registry, which reads its benchmark flags with them too.
-_TRUE, _FALSE = ("true", "1"), ("false", "0")
+TRUE, FALSE = ("true", "1"), ("false", "0")
 
 
-def _bool(value: Any, where: str) -> bool:
+def parse_bool(value: Any, where: str) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
-    if text in _TRUE or text in _FALSE:
-        return text in _TRUE
+    if text in TRUE or text in FALSE:
+        return text in TRUE
     raise DelegateError(f"{where} must be true or false (1 or 0), not {value!r}")
 
 
@@ -42,20 +42,20 @@ def _enum(kind: type[enum.Enum], value: Any, where: str) -> enum.Enum:
     raise DelegateError(f"{where} must be one of {choices}, not {value!r}")
 
 
-def _coerce(hint: Any, value: Any, where: str) -> Any:
+def coerce(hint: Any, value: Any, where: str) -> Any:
     """A scenario value (often a string) as the option's declared type."""
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     if value is None and type(None) in typing.get_args(hint):
         return None
     if typing.get_origin(hint) is tuple:
         items = value.split(",") if isinstance(value, str) else list(value)
-        return tuple(_coerce(args[0], item, where) for item in items)
+        return tuple(coerce(args[0], item, where) for item in items)
     if args:  # X | None
-        return _coerce(args[0], value, where)
+        return coerce(args[0], value, where)
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return _enum(hint, value, where)
     if hint is bool:
-        return _bool(value, where)
+        return parse_bool(value, where)
     try:
         return hint(value)
     except (TypeError, ValueError):
@@ -170,8 +170,8 @@ def _typed_options(factory: Callable[..., Any], options: Mapping[str, str], wher
             raise DelegateError(f"{where} takes no option '{key}'")
         kind = converters.get(hints.get(key))
         option = f"{where} option '{key}'"
-        typed[key] = value if kind is None else (_bool(value, option) if kind is bool
-                                                 else _coerce(kind, value, option))
+        typed[key] = value if kind is None else (parse_bool(value, option) if kind is bool
+                                                 else coerce(kind, value, option))
     return typed
 
 

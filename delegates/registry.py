@@ -9,7 +9,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from delegates.api import Delegate, DelegateError
 from delegates.coreml import CoreMlDelegate, CoreMlDevices, CoreMlOptions
-from delegates.external import _FALSE, _TRUE, _bool, _coerce, load_external, parse_external_options
+from delegates.external import FALSE, TRUE, parse_bool, coerce, load_external, parse_external_options
 from delegates.gpu import GpuBackend, GpuDelegate, GpuOptions, InferencePreference, Priority
 from delegates.hexagon import HexagonDelegate, HexagonOptions
 from delegates.kinds import EXTERNAL, DelegateKind
@@ -31,7 +31,7 @@ def make_delegate(name: str, profile=None, **options: Any) -> Delegate:
         field = aliases.get(key, key)
         if field not in hints:
             raise DelegateError(f"{name} delegate has no option '{key}'; it takes {', '.join(hints)}")
-        values[field] = _coerce(hints[field], value, f"{name} option '{key}'")
+        values[field] = coerce(hints[field], value, f"{name} option '{key}'")
     return provider.build(cls(**values), profile)
 
 
@@ -65,7 +65,7 @@ def _value(name: str, text: str) -> Any:
     kind = _FLAGS[name][0]
     where = f"--{name}"
     if kind is bool:
-        return _bool(text, where)
+        return parse_bool(text, where)
     if kind is int:
         try:
             return int(text)
@@ -90,7 +90,7 @@ def _scan(argv: Sequence[str]) -> tuple[dict[str, Any], dict[str, int], list[str
             continue
         following = argv[i + 1] if i + 1 < len(argv) else None
         if not eq and _FLAGS[name][0] is bool:
-            taken = following is not None and following.lower() in (*_TRUE, *_FALSE)
+            taken = following is not None and following.lower() in (*TRUE, *FALSE)
             text = following if taken else "true"
             i += taken
         elif not eq:

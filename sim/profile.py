@@ -13,8 +13,8 @@ from runtime.ir.optypes import OpType
 from runtime.ir.yamlcheck import Key, parse
 from sim.cost import OpClass, Precision
 from sim.mechanisms import Mechanisms
-from sim.profile_parse import (GIGA, MICRO, MILLI, PICO, _F, _choice, _Ctx, _fields, _flag, _fraction, _integer,
-                               _mapping, _names, _nonneg, _positive, _show, _table, _text)
+from sim.profile_parse import (GIGA, MICRO, MILLI, PICO, F, choice, Ctx, fields, flag, parse_fraction, parse_integer,
+                               parse_mapping, parse_names, nonneg, parse_positive, show_value, parse_table, parse_text)
 from sim.spec import CopySpec, DramSpec, NnapiDeviceSpec, Profile, UnitKind, UnitSpec
 from sim.thermal_profile import check_units, parse_thermal
 
@@ -55,116 +55,116 @@ EXTRAS: Mapping[UnitKind, Mapping[str, str]] = {
 }
 
 
-def _pair(ctx: _Ctx, value: Any, path: Key) -> tuple[float, float]:
+def _pair(ctx: Ctx, value: Any, path: Key) -> tuple[float, float]:
     if not isinstance(value, list) or len(value) != 2:
-        raise ctx.fail(path, f"must be a [rate scale, power scale] pair, got {_show(value)}")
-    return tuple(_positive()(ctx, v, path + (i,)) for i, v in enumerate(value))
+        raise ctx.fail(path, f"must be a [rate scale, power scale] pair, got {show_value(value)}")
+    return tuple(parse_positive()(ctx, v, path + (i,)) for i, v in enumerate(value))
 
 
-def _preferences(ctx: _Ctx, value: Any, path: Key) -> dict[str, tuple[float, float]]:
-    table = _table(ExecutionPreference, "execution preference", _pair)(ctx, value, path)
+def _preferences(ctx: Ctx, value: Any, path: Key) -> dict[str, tuple[float, float]]:
+    table = parse_table(ExecutionPreference, "execution preference", _pair)(ctx, value, path)
     return {pref.value: pair for pref, pair in table.items()}   # the spec keys them by name
 
 
-def _extras(ctx: _Ctx, value: Any, path: Key) -> dict[str, float]:
-    return {k: _positive()(ctx, v, path + (k,)) for k, v in _mapping(ctx, value, path).items()}
+def _extras(ctx: Ctx, value: Any, path: Key) -> dict[str, float]:
+    return {k: parse_positive()(ctx, v, path + (k,)) for k, v in parse_mapping(ctx, value, path).items()}
 
 
-_DRAM = {"bandwidth_gbs": _F("bandwidth", True, _positive(times=GIGA)),
-         "pj_per_byte": _F("energy_per_byte", True, _nonneg(per=PICO)),
-         "idle_w": _F("idle_w", False, _nonneg())}
-_COPY = {"bandwidth_gbs": _F("bandwidth", True, _positive(times=GIGA)),
-         "sync_us": _F("sync_s", True, _nonneg(per=MICRO)),
-         "engines": _F("engines", False, _integer(1))}
-_UNIT = {"kind": _F("kind", True, _choice(UnitKind, "unit kind")),
-         "cores": _F("cores", False, _integer(1)),
-         "gmacs": _F("macs_per_s", True, _table(Precision, "precision", _positive(times=GIGA))),
-         "gelems": _F("elem_per_s", True, _table(Precision, "precision", _positive(times=GIGA))),
-         "bandwidth_gbs": _F("bandwidth", True, _positive(times=GIGA)),
-         "dispatch_us": _F("dispatch_s", True, _nonneg(per=MICRO)),
-         "active_w": _F("active_w", True, lambda ctx, v, p: v),   # checked once the precisions are known
-         "idle_w": _F("idle_w", True, _nonneg()),
-         "efficiency": _F("efficiency", False, _table(OpClass, "op class", _fraction)),
-         "init_ms": _F("init_s", False, _nonneg(per=MILLI)),
-         "cached_init_ms": _F("cached_init_s", False, _nonneg(per=MILLI)),
-         "invoke_us": _F("invoke_s", False, _nonneg(per=MICRO)),
-         "channel_align": _F("channel_align", False, _integer(1)),
-         "convert_gbs": _F("convert_per_s", False, _positive(times=GIGA)),
-         "extras": _F("extras", False, _extras),
-         "mechanisms": _F("mech", False, lambda ctx, v, p: _mechanisms(ctx, v, p))}
-def _tile(ctx: _Ctx, value: Any, path: Key) -> tuple[int, int]:
+_DRAM = {"bandwidth_gbs": F("bandwidth", True, parse_positive(times=GIGA)),
+         "pj_per_byte": F("energy_per_byte", True, nonneg(per=PICO)),
+         "idle_w": F("idle_w", False, nonneg())}
+_COPY = {"bandwidth_gbs": F("bandwidth", True, parse_positive(times=GIGA)),
+         "sync_us": F("sync_s", True, nonneg(per=MICRO)),
+         "engines": F("engines", False, parse_integer(1))}
+_UNIT = {"kind": F("kind", True, choice(UnitKind, "unit kind")),
+         "cores": F("cores", False, parse_integer(1)),
+         "gmacs": F("macs_per_s", True, parse_table(Precision, "precision", parse_positive(times=GIGA))),
+         "gelems": F("elem_per_s", True, parse_table(Precision, "precision", parse_positive(times=GIGA))),
+         "bandwidth_gbs": F("bandwidth", True, parse_positive(times=GIGA)),
+         "dispatch_us": F("dispatch_s", True, nonneg(per=MICRO)),
+         "active_w": F("active_w", True, lambda ctx, v, p: v),   # checked once the precisions are known
+         "idle_w": F("idle_w", True, nonneg()),
+         "efficiency": F("efficiency", False, parse_table(OpClass, "op class", parse_fraction)),
+         "init_ms": F("init_s", False, nonneg(per=MILLI)),
+         "cached_init_ms": F("cached_init_s", False, nonneg(per=MILLI)),
+         "invoke_us": F("invoke_s", False, nonneg(per=MICRO)),
+         "channel_align": F("channel_align", False, parse_integer(1)),
+         "convert_gbs": F("convert_per_s", False, parse_positive(times=GIGA)),
+         "extras": F("extras", False, _extras),
+         "mechanisms": F("mech", False, lambda ctx, v, p: _mechanisms(ctx, v, p))}
+def _tile(ctx: Ctx, value: Any, path: Key) -> tuple[int, int]:
     if not isinstance(value, list) or len(value) != 2:
-        raise ctx.fail(path, f"must be a [rows, columns] pair, got {_show(value)}")
-    return tuple(_integer(1)(ctx, v, path + (i,)) for i, v in enumerate(value))
+        raise ctx.fail(path, f"must be a [rows, columns] pair, got {show_value(value)}")
+    return tuple(parse_integer(1)(ctx, v, path + (i,)) for i, v in enumerate(value))
 
 
 KIBI = 1024
-_MECH = {"join_us": _F("join_s", False, _nonneg(per=MICRO)),
-         "gemm_tile": _F("gemm_tile", False, _tile),
-         "gemm_depth_overhead": _F("gemm_depth_overhead", False, _nonneg()),
-         "vector_bytes": _F("vector_bytes", False, _integer(1)),
-         "cache_kb": _F("cache_bytes", False, _nonneg(times=KIBI)),
-         "cache_gbs": _F("cache_bandwidth", False, _positive(times=GIGA)),
-         "occupancy_items": _F("occupancy_items", False, _nonneg()),
-         "im2col": _F("im2col", False, _flag),
-         "im2col_row_ns": _F("im2col_row_s", False, _nonneg(per=1e9))}
+_MECH = {"join_us": F("join_s", False, nonneg(per=MICRO)),
+         "gemm_tile": F("gemm_tile", False, _tile),
+         "gemm_depth_overhead": F("gemm_depth_overhead", False, nonneg()),
+         "vector_bytes": F("vector_bytes", False, parse_integer(1)),
+         "cache_kb": F("cache_bytes", False, nonneg(times=KIBI)),
+         "cache_gbs": F("cache_bandwidth", False, parse_positive(times=GIGA)),
+         "occupancy_items": F("occupancy_items", False, nonneg()),
+         "im2col": F("im2col", False, flag),
+         "im2col_row_ns": F("im2col_row_s", False, nonneg(per=1e9))}
 
 
-def _mechanisms(ctx: _Ctx, value: Any, path: Key) -> Mechanisms:
+def _mechanisms(ctx: Ctx, value: Any, path: Key) -> Mechanisms:
     """A unit's `mechanisms:` section switches the non-roofline cost mechanisms on."""
-    return Mechanisms(enabled=True, **_fields(ctx, value, path, _MECH))
+    return Mechanisms(enabled=True, **fields(ctx, value, path, _MECH))
 
 
-_DEVICE = {"name": _F("name", True, _text),
-           "unit": _F("unit", True, _text),
-           "feature_level": _F("feature_level", True, _integer(27)),
-           "ops": _F("ops", True, _names(OpType, "op type", by_name=True)),
-           "precisions": _F("precisions", True, _names(Precision, "precision")),
-           "compile_ms": _F("compile_s", False, _nonneg(per=MILLI)),
-           "cached_compile_ms": _F("cached_compile_s", False, _nonneg(per=MILLI)),
-           "execution_us": _F("execution_s", False, _nonneg(per=MICRO)),
-           "rate_scale": _F("rate_scale", False, _positive()),
-           "preference": _F("preference", False, lambda ctx, v, p: _preferences(ctx, v, p))}
-_NNAPI = {"devices": _F("devices", True, lambda ctx, v, p: _devices(ctx, v, p))}
-_TOP = {"name": _F("name", True, _text),
-        "description": _F("description", True, _text),
-        "os": _F("os", True, _choice(Platform, "os")),
-        "os_version": _F("os_version", False, _text),
-        "calibration": _F("calibration", False, lambda ctx, v, p: _calibration(ctx, v, p)),
-        "api_level": _F("api_level", True, _integer(0)),
-        "has_neural_engine": _F("has_neural_engine", False, _flag),
-        "dram": _F("dram", True, lambda ctx, v, p: DramSpec(**_fields(ctx, v, p, _DRAM))),
-        "copy": _F("copy", True, lambda ctx, v, p: CopySpec(**_fields(ctx, v, p, _COPY))),
-        "units": _F("units", True, lambda ctx, v, p: _units(ctx, v, p)),
-        "nnapi": _F("nnapi_devices", False, lambda ctx, v, p: _fields(ctx, v, p, _NNAPI)["devices"]),
-        "thermal": _F("thermal", False, lambda ctx, v, p: _thermal(ctx, v, p))}
+_DEVICE = {"name": F("name", True, parse_text),
+           "unit": F("unit", True, parse_text),
+           "feature_level": F("feature_level", True, parse_integer(27)),
+           "ops": F("ops", True, parse_names(OpType, "op type", by_name=True)),
+           "precisions": F("precisions", True, parse_names(Precision, "precision")),
+           "compile_ms": F("compile_s", False, nonneg(per=MILLI)),
+           "cached_compile_ms": F("cached_compile_s", False, nonneg(per=MILLI)),
+           "execution_us": F("execution_s", False, nonneg(per=MICRO)),
+           "rate_scale": F("rate_scale", False, parse_positive()),
+           "preference": F("preference", False, lambda ctx, v, p: _preferences(ctx, v, p))}
+_NNAPI = {"devices": F("devices", True, lambda ctx, v, p: _devices(ctx, v, p))}
+_TOP = {"name": F("name", True, parse_text),
+        "description": F("description", True, parse_text),
+        "os": F("os", True, choice(Platform, "os")),
+        "os_version": F("os_version", False, parse_text),
+        "calibration": F("calibration", False, lambda ctx, v, p: _calibration(ctx, v, p)),
+        "api_level": F("api_level", True, parse_integer(0)),
+        "has_neural_engine": F("has_neural_engine", False, flag),
+        "dram": F("dram", True, lambda ctx, v, p: DramSpec(**fields(ctx, v, p, _DRAM))),
+        "copy": F("copy", True, lambda ctx, v, p: CopySpec(**fields(ctx, v, p, _COPY))),
+        "units": F("units", True, lambda ctx, v, p: _units(ctx, v, p)),
+        "nnapi": F("nnapi_devices", False, lambda ctx, v, p: fields(ctx, v, p, _NNAPI)["devices"]),
+        "thermal": F("thermal", False, lambda ctx, v, p: _thermal(ctx, v, p))}
 
 
-def _thermal(ctx: _Ctx, value: Any, path: Key):
+def _thermal(ctx: Ctx, value: Any, path: Key):
     """The optional `thermal:` section (sim/thermal_profile.py; only long app runs read it)."""
     return parse_thermal(ctx, value, path)
 
 
-def _calibration(ctx: _Ctx, value: Any, path: Key) -> tuple[tuple[str, str], ...]:
+def _calibration(ctx: Ctx, value: Any, path: Key) -> tuple[tuple[str, str], ...]:
     """Where a calibrated profile came from: its prior profile and the measurements it was fitted to."""
-    table = _mapping(ctx, value, path)
+    table = parse_mapping(ctx, value, path)
     for key in ("prior", "measurements"):
         if key not in table:
             raise ctx.fail(path + (key,), "required key is missing")
-    return tuple((k, _text(ctx, v, path + (k,)) if k != "rows" else str(_integer(1)(ctx, v, path + (k,))))
+    return tuple((k, parse_text(ctx, v, path + (k,)) if k != "rows" else str(parse_integer(1)(ctx, v, path + (k,))))
                  for k, v in table.items())
 
 
 
-def _units(ctx: _Ctx, value: Any, path: Key) -> tuple[UnitSpec, ...]:
-    units = tuple(_unit(ctx, name, raw, path + (name,)) for name, raw in _mapping(ctx, value, path).items())
+def _units(ctx: Ctx, value: Any, path: Key) -> tuple[UnitSpec, ...]:
+    units = tuple(_unit(ctx, name, raw, path + (name,)) for name, raw in parse_mapping(ctx, value, path).items())
     if not any(u.kind is UnitKind.CPU for u in units):
         raise ctx.fail(path, "no unit of kind cpu; every profile needs one to run what no delegate takes")
     return units
 
 
-def _unit(ctx: _Ctx, name: str, raw: Any, path: Key) -> UnitSpec:
-    f = _fields(ctx, raw, path, _UNIT)
+def _unit(ctx: Ctx, name: str, raw: Any, path: Key) -> UnitSpec:
+    f = fields(ctx, raw, path, _UNIT)
     runs = set(f["macs_per_s"])
     if set(f["elem_per_s"]) != runs:
         odd = sorted(p.value for p in runs ^ set(f["elem_per_s"]))
@@ -182,47 +182,47 @@ def _unit(ctx: _Ctx, name: str, raw: Any, path: Key) -> UnitSpec:
     return UnitSpec(name=name, **f)
 
 
-def _unit_power(ctx: _Ctx, raw: Any, runs: set[Precision], path: Key) -> dict[Precision, float]:
+def _unit_power(ctx: Ctx, raw: Any, runs: set[Precision], path: Key) -> dict[Precision, float]:
     """One power for every precision the unit runs, or a mapping with exactly those precisions."""
     if not isinstance(raw, dict):
-        return dict.fromkeys(runs, _nonneg()(ctx, raw, path))
-    watts = _table(Precision, "precision", _nonneg())(ctx, raw, path)
+        return dict.fromkeys(runs, nonneg()(ctx, raw, path))
+    watts = parse_table(Precision, "precision", nonneg())(ctx, raw, path)
     for p in sorted(set(watts) ^ runs, key=lambda p: p.value):
         raise ctx.fail(path + (p.value,), "the unit runs no such precision (gmacs has no rate for it)"
                        if p in watts else "required key is missing: the unit runs this precision")
     return watts
 
 
-def _devices(ctx: _Ctx, raw: Any, path: Key) -> tuple[NnapiDeviceSpec, ...]:
+def _devices(ctx: Ctx, raw: Any, path: Key) -> tuple[NnapiDeviceSpec, ...]:
     if not isinstance(raw, list):
-        raise ctx.fail(path, f"must be a list of devices, got {_show(raw)}")
+        raise ctx.fail(path, f"must be a list of devices, got {show_value(raw)}")
     devices = tuple(_device(ctx, item, path + (i,)) for i, item in enumerate(raw))
     for i, d in enumerate(devices):
         if any(e.name == d.name for e in devices[:i]):
-            raise ctx.fail(path + (i, "name"), f"device {_show(d.name)} listed twice")
+            raise ctx.fail(path + (i, "name"), f"device {show_value(d.name)} listed twice")
     return devices
 
 
-def _device(ctx: _Ctx, raw: Any, path: Key) -> NnapiDeviceSpec:
-    f = _fields(ctx, raw, path, _DEVICE)
+def _device(ctx: Ctx, raw: Any, path: Key) -> NnapiDeviceSpec:
+    f = fields(ctx, raw, path, _DEVICE)
     if f.get("cached_compile_s", 0.0) > f.get("compile_s", 0.0):
         raise ctx.fail(path + ("cached_compile_ms",), "must not exceed compile_ms")
     return NnapiDeviceSpec(**f)
 
 
-def _cross_check(ctx: _Ctx, f: Mapping[str, Any]) -> None:
+def _cross_check(ctx: Ctx, f: Mapping[str, Any]) -> None:
     """What no single key can show: devices on units that exist, precisions those units run."""
     units = {u.name: u for u in f["units"]}
     for i, d in enumerate(f.get("nnapi_devices", ())):
         path = ("nnapi", "devices", i)
         if d.unit not in units:
-            raise ctx.fail(path + ("unit",), f"names unit {_show(d.unit)}, which the profile does not define "
+            raise ctx.fail(path + ("unit",), f"names unit {show_value(d.unit)}, which the profile does not define "
                                              f"(units: {', '.join(units)})")
         runs = units[d.unit].macs_per_s
         for p in sorted(d.precisions, key=lambda p: p.value):
             if p not in runs:
                 raise ctx.fail(path + ("precisions",),
-                               f"{p.value}: unit {_show(d.unit)} has no {p.value} rate")
+                               f"{p.value}: unit {show_value(d.unit)} has no {p.value} rate")
     if f.get("nnapi_devices") and f["os"] is not Platform.ANDROID:
         raise ctx.fail(("nnapi",), "NNAPI devices need os: android")
     if f.get("has_neural_engine") and not any(u.kind is UnitKind.ANE for u in f["units"]):
@@ -234,8 +234,8 @@ def profile_from_dict(data: Any, source: str = "<profile>",
     """Validate plain data (as parsed from YAML, human units) and build the Profile it describes.
 
     `lines` maps key paths to line numbers so errors can name them; without it they name the key only."""
-    ctx = _Ctx(source, lines or {})
-    f = _fields(ctx, data, (), _TOP)
+    ctx = Ctx(source, lines or {})
+    f = fields(ctx, data, (), _TOP)
     _cross_check(ctx, f)
     if f.get("thermal") is not None:
         check_units(ctx, f["thermal"], {u.name for u in f["units"]})
@@ -263,7 +263,7 @@ def list_profiles() -> list[str]:
 
 def load_profile(name_or_path: str | os.PathLike) -> Profile:
     """A shipped profile by bare name ("pixel4"), or any profile YAML file by path."""
-    path = _resolve(name_or_path)
+    path = resolve(name_or_path)
     source = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -275,7 +275,7 @@ def load_profile(name_or_path: str | os.PathLike) -> Profile:
     return profile_from_dict(data, source, lines)
 
 
-def _resolve(name_or_path: str | os.PathLike) -> Path:
+def resolve(name_or_path: str | os.PathLike) -> Path:
     text = os.fspath(name_or_path)
     bare = isinstance(name_or_path, str) and "/" not in text and os.sep not in text \
         and not text.endswith((".yaml", ".yml"))
@@ -283,6 +283,6 @@ def _resolve(name_or_path: str | os.PathLike) -> Path:
         return Path(text)
     path = PROFILE_DIR / f"{text}.yaml"
     if not path.is_file():
-        raise ProfileError(f"unknown profile {_show(text)}; shipped profiles: {', '.join(list_profiles())} "
+        raise ProfileError(f"unknown profile {show_value(text)}; shipped profiles: {', '.join(list_profiles())} "
                            "(or give a path to a .yaml file)")
     return path

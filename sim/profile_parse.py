@@ -10,11 +10,11 @@ from typing import Any, Callable, Mapping
 from runtime.ir.errors import ProfileError
 from runtime.ir.yamlcheck import Key, dotted
 
-Check = Callable[["_Ctx", Any, Key], Any]
+Check = Callable[["Ctx", Any, Key], Any]
 
 
 @dataclass(frozen=True)
-class _Ctx:
+class Ctx:
     """Where values came from, so every error can name the file, line and key path."""
 
     source: str
@@ -27,74 +27,74 @@ class _Ctx:
         return ProfileError(f"{where}: {dotted(path)}: {message}" if path else f"{where}: {message}")
 
 
-_show = reprlib.repr   # a bad value may be a huge aliased list: show its start only
+show_value = reprlib.repr   # a bad value may be a huge aliased list: show its start only
 
 
-def _number(ctx: _Ctx, value: Any, path: Key, want: str, ok: Callable[[float], bool]) -> float:
+def parse_number(ctx: Ctx, value: Any, path: Key, want: str, ok: Callable[[float], bool]) -> float:
     # abs() < 1e300 also rejects inf, nan and ints too large for a float
     good = isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e300
     if not good or not ok(value):
-        raise ctx.fail(path, f"must be {want}, got {_show(value)}")
+        raise ctx.fail(path, f"must be {want}, got {show_value(value)}")
     return float(value)
 
 
 # Dividing by an exact power of ten rounds once, so 2 us becomes 2e-6 exactly as written.
-def _positive(times: float = 1.0, per: float = 1.0) -> Check:
-    return lambda ctx, v, p: _number(ctx, v, p, "a positive number", lambda x: x > 0) * times / per
+def parse_positive(times: float = 1.0, per: float = 1.0) -> Check:
+    return lambda ctx, v, p: parse_number(ctx, v, p, "a positive number", lambda x: x > 0) * times / per
 
 
-def _nonneg(times: float = 1.0, per: float = 1.0) -> Check:
-    return lambda ctx, v, p: _number(ctx, v, p, "a number >= 0", lambda x: x >= 0) * times / per
+def nonneg(times: float = 1.0, per: float = 1.0) -> Check:
+    return lambda ctx, v, p: parse_number(ctx, v, p, "a number >= 0", lambda x: x >= 0) * times / per
 
 
-def _fraction(ctx: _Ctx, value: Any, path: Key) -> float:
-    return _number(ctx, value, path, "a fraction in (0, 1]", lambda x: 0 < x <= 1)
+def parse_fraction(ctx: Ctx, value: Any, path: Key) -> float:
+    return parse_number(ctx, value, path, "a fraction in (0, 1]", lambda x: 0 < x <= 1)
 
 
-def _integer(least: int) -> Check:
-    def check(ctx: _Ctx, value: Any, path: Key) -> int:
+def parse_integer(least: int) -> Check:
+    def check(ctx: Ctx, value: Any, path: Key) -> int:
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise ctx.fail(path, f"must be an integer >= {least}, got {_show(value)}")
+            raise ctx.fail(path, f"must be an integer >= {least}, got {show_value(value)}")
         return value
     return check
 
 
-def _text(ctx: _Ctx, value: Any, path: Key) -> str:
+def parse_text(ctx: Ctx, value: Any, path: Key) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ctx.fail(path, f"must be a non-empty string, got {_show(value)}")
+        raise ctx.fail(path, f"must be a non-empty string, got {show_value(value)}")
     return value
 
 
-def _flag(ctx: _Ctx, value: Any, path: Key) -> bool:
+def flag(ctx: Ctx, value: Any, path: Key) -> bool:
     if value is not True and value is not False:
-        raise ctx.fail(path, f"must be true or false, got {_show(value)}")
+        raise ctx.fail(path, f"must be true or false, got {show_value(value)}")
     return value
 
 
-def _member(ctx: _Ctx, kind: type[enum.Enum], value: Any, path: Key, what: str) -> Any:
+def _member(ctx: Ctx, kind: type[enum.Enum], value: Any, path: Key, what: str) -> Any:
     names = [m.value for m in kind]
     if value not in names:
-        raise ctx.fail(path, f"unknown {what} {_show(value)}; expected one of {', '.join(names)}")
+        raise ctx.fail(path, f"unknown {what} {show_value(value)}; expected one of {', '.join(names)}")
     return kind(value)
 
 
-def _choice(kind: type[enum.Enum], what: str) -> Check:
+def choice(kind: type[enum.Enum], what: str) -> Check:
     return lambda ctx, v, p: _member(ctx, kind, v, p, what)
 
 
-def _mapping(ctx: _Ctx, value: Any, path: Key) -> dict[str, Any]:
+def parse_mapping(ctx: Ctx, value: Any, path: Key) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise ctx.fail(path, f"must be a mapping, got {_show(value)}")
+        raise ctx.fail(path, f"must be a mapping, got {show_value(value)}")
     for key in value:
         if not isinstance(key, str):
-            raise ctx.fail(path + (str(key),), f"keys must be names, got {_show(key)}")
+            raise ctx.fail(path + (str(key),), f"keys must be names, got {show_value(key)}")
     return value
 
 
-def _table(kind: type[enum.Enum], what: str, check: Check) -> Check:
+def parse_table(kind: type[enum.Enum], what: str, check: Check) -> Check:
     """A mapping keyed by an Enum's values (precisions, op classes), each value checked."""
-    def run(ctx: _Ctx, value: Any, path: Key) -> dict[Any, Any]:
-        table = _mapping(ctx, value, path)
+    def run(ctx: Ctx, value: Any, path: Key) -> dict[Any, Any]:
+        table = parse_mapping(ctx, value, path)
         if not table:
             raise ctx.fail(path, f"must name at least one {what}")
         return {_member(ctx, kind, k, path + (k,), what): check(ctx, v, path + (k,))
@@ -102,23 +102,23 @@ def _table(kind: type[enum.Enum], what: str, check: Check) -> Check:
     return run
 
 
-def _names(kind: type[enum.Enum], what: str, by_name: bool = False) -> Check:
+def parse_names(kind: type[enum.Enum], what: str, by_name: bool = False) -> Check:
     """A non-empty list of distinct Enum names (op types) or values (precisions)."""
-    def run(ctx: _Ctx, value: Any, path: Key) -> frozenset[str] | frozenset[Any]:
+    def run(ctx: Ctx, value: Any, path: Key) -> frozenset[str] | frozenset[Any]:
         if not isinstance(value, list) or not value:
-            raise ctx.fail(path, f"must be a non-empty list of {what} names, got {_show(value)}")
+            raise ctx.fail(path, f"must be a non-empty list of {what} names, got {show_value(value)}")
         known = {m.name if by_name else m.value: m for m in kind}
         for i, item in enumerate(value):
             if not isinstance(item, str) or item not in known:
-                raise ctx.fail(path + (i,), f"unknown {what} {_show(item)}")
+                raise ctx.fail(path + (i,), f"unknown {what} {show_value(item)}")
             if item in value[:i]:
-                raise ctx.fail(path + (i,), f"{what} {_show(item)} listed twice")
+                raise ctx.fail(path + (i,), f"{what} {show_value(item)} listed twice")
         return frozenset(value) if by_name else frozenset(known[x] for x in value)
     return run
 
 
 @dataclass(frozen=True)
-class _F:
+class F:
     """One YAML key: the spec field it fills, whether it must be there, and its check."""
 
     field: str
@@ -129,9 +129,9 @@ class _F:
 GIGA, MICRO, MILLI, PICO = 1e9, 1e6, 1e3, 1e12   # "per" divisors for us/ms/pJ, a multiplier for G
 
 
-def _fields(ctx: _Ctx, value: Any, path: Key, schema: Mapping[str, _F]) -> dict[str, Any]:
+def fields(ctx: Ctx, value: Any, path: Key, schema: Mapping[str, F]) -> dict[str, Any]:
     """Check a mapping against a schema: no unknown keys, no missing ones; values by spec field name."""
-    table = _mapping(ctx, value, path)
+    table = parse_mapping(ctx, value, path)
     for key in table:
         if key not in schema:
             raise ctx.fail(path + (key,), f"unknown key; expected one of {', '.join(schema)}")

@@ -17,7 +17,7 @@ from runtime.ir.optypes import OpType
 from runtime.ir.options import Activation, FullyConnectedOptions, Padding
 from runtime.ops import dense, fast_select
 from runtime.ops.base import Node
-from tests.test_fast_kernels import Case, _REFERENCE, build
+from tests.test_fast_kernels import Case, REFERENCE, build
 
 DIGITS = os.path.join(os.path.dirname(__file__), "fixtures", "eval", "digits", "digits_float32.tflite")
 
@@ -86,7 +86,7 @@ _CONVS = [
 @pytest.mark.parametrize("case", _CONVS, ids=lambda c: f"{c.kind}-{c.dtype}-{c.n}x{c.h}x{c.w}x{c.cin}-{c.cout}")
 def test_convolution_batch_equals_one_by_one(kernels, case):
     graph, args = build(case)
-    kernel = _REFERENCE[case.kind, case.dtype != "float32"]  # the op's entry: it picks the fast kernel or not
+    kernel = REFERENCE[case.kind, case.dtype != "float32"]  # the op's entry: it picks the fast kernel or not
     with fast_select.using(kernels):
         batch = np.array(kernel(Node(0, graph.ops[0], graph), *args))
         for i in range(case.n):

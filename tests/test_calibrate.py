@@ -11,7 +11,7 @@ import yaml
 
 from runtime.cli import main as cli
 from runtime.calibration.fit import fit
-from runtime.cli.calibrate import _fmt, calibrate_files, render_profile
+from runtime.cli.calibrate import fmt, calibrate_files, render_profile
 from runtime.ir.errors import ScenarioError
 from runtime.calibration.rows import MeasurementError, read_csv, read_log, read_measurements
 from runtime.ir.yamlcheck import parse
@@ -74,7 +74,7 @@ def test_refitting_gives_the_shipped_profile(phone):
         got = shipped
         for key in p.path:
             got = got[key]
-        assert got == pytest.approx(float(_fmt(value)), rel=1e-9), p.name
+        assert got == pytest.approx(float(fmt(value)), rel=1e-9), p.name
     assert shipped["calibration"]["rows"] == len(rows)
     load_profile(phone)   # and it is a valid profile
 
@@ -230,6 +230,6 @@ def test_a_device_log_with_level_prefixes_and_an_op_profile_reads(tmp_path):
     assert (row.model, row.threads, row.delegate) == ("/data/local/tmp/m.tflite", 4, "cpu")
     assert row.latency_ms == pytest.approx(19.8742)
     assert row.per_type == (("CONV_2D", 16.012), ("DEPTHWISE_CONV_2D", 3.702))
-    from runtime.cli.calibrate import _local
+    from runtime.cli.calibrate import local_model_path
 
-    assert _local(row) == tmp_path / "m.tflite"
+    assert local_model_path(row) == tmp_path / "m.tflite"

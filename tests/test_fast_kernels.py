@@ -101,7 +101,7 @@ def build(case: Case):
     return graph, args
 
 
-_REFERENCE = {("conv", False): conv.conv_2d, ("depthwise", False): conv.depthwise_conv_2d,
+REFERENCE = {("conv", False): conv.conv_2d, ("depthwise", False): conv.depthwise_conv_2d,
               ("conv", True): qconv.conv_2d, ("depthwise", True): qconv.depthwise_conv_2d}
 _FAST = {("conv", False): fast_conv.conv_2d, ("depthwise", False): fast_conv.depthwise_conv_2d,
          ("conv", True): fast_qconv.conv_2d, ("depthwise", True): fast_qconv.depthwise_conv_2d}
@@ -110,7 +110,7 @@ _FAST = {("conv", False): fast_conv.conv_2d, ("depthwise", False): fast_conv.dep
 def reference(case: Case) -> np.ndarray:
     graph, args = build(case)
     with fast_select.using("numpy"):
-        return np.array(_REFERENCE[case.kind, case.dtype != "float32"](Node(0, graph.ops[0], graph), *args))
+        return np.array(REFERENCE[case.kind, case.dtype != "float32"](Node(0, graph.ops[0], graph), *args))
 
 
 def fast(case: Case) -> np.ndarray:

@@ -481,7 +481,7 @@ def test_malformed_sparsity_names_the_tensor():
 def test_densify_matches_a_hand_built_block_layout(monkeypatch):
     """A 4x8 matrix in 2x2 blocks, block rows dense, block columns CSR, stored as
     traversal order (0, 1, 2, 3) with block_map (0, 1): the reader's expansion, checked by hand."""
-    from runtime.model.tflite_read import _densify
+    from runtime.model.tflite_read import densify_sparse
 
     class Meta:
         def __init__(self, fmt, size=0, segments=None, indices=None):
@@ -518,4 +518,4 @@ def test_densify_matches_a_hand_built_block_layout(monkeypatch):
     monkeypatch.setattr("runtime.model.tflite_read._index_vector",
                         lambda m, which, bad, level: np.asarray(m.seg if which == "segments" else m.idx, np.int64))
     values = np.arange(1, 13, dtype=F32).view(np.uint8)
-    np.testing.assert_array_equal(_densify(Sparsity(metas), (4, 8), DType.FLOAT32, values, "t"), dense)
+    np.testing.assert_array_equal(densify_sparse(Sparsity(metas), (4, 8), DType.FLOAT32, values, "t"), dense)

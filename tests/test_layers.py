@@ -135,3 +135,20 @@ def test_the_ground_floor_imports_nothing_else():
     for module in [m for m in mods if m.startswith("runtime.ir")] + ["runtime"]:
         outside = {n for n in _imported(module, mods[module]) if not n.startswith("runtime.ir")}
         assert not outside, f"{module} imports {sorted(outside)}"
+
+
+def private_imports() -> list[str]:
+    """`from M import _name` anywhere in the project's packages, tests and benchmarks: what one module
+    shares with another is a public name of the module that owns it."""
+    found = []
+    for top in TOP + ("tests", "benchmarks"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in TOP + ("tests",):
+                    found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {a.name} from {node.module}"
+                              for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_no_module_imports_another_modules_private_name():
+    assert private_imports() == []

@@ -262,7 +262,7 @@ def test_input_arrays_must_fit_the_model_before_anything_runs(tmp_path, array, w
 
 
 def test_integer_inputs_refuse_values_their_type_cannot_hold(tmp_path):
-    from runtime.sweep.runner import _conform_input
+    from runtime.sweep.cell import conform_input
     from runtime.zoo import build
     from runtime.zoo.quantize import quantize
 
@@ -272,7 +272,7 @@ def test_integer_inputs_refuse_values_their_type_cannot_hold(tmp_path):
     if q.tensors[t].dtype.name != "INT8":
         pytest.skip("the quantized model keeps a float input")
     with pytest.raises(ScenarioError, match=r"not int8 \(integers in \[-128, 127\]\)"):
-        _conform_input(np.full((1, 16, 16, 3), 300), q, t, "x")
+        conform_input(np.full((1, 16, 16, 3), 300), q, t, "x")
     with pytest.raises(ScenarioError, match="not int8"):
-        _conform_input(np.full((1, 16, 16, 3), 0.5), q, t, "x")
-    assert _conform_input(np.full((1, 16, 16, 3), 3.0), q, t, "x").dtype == np.int8
+        conform_input(np.full((1, 16, 16, 3), 0.5), q, t, "x")
+    assert conform_input(np.full((1, 16, 16, 3), 3.0), q, t, "x").dtype == np.int8

@@ -16,19 +16,19 @@ if TYPE_CHECKING:
 
 XNN_MAX_TENSOR_DIMS = 6
 
-_F32 = np.float32
+F32 = np.float32
 
 
-class _Refused(Exception):
+class Refused(Exception):
     """One failed Check*: the reason XNNPACK would log."""
 
 
-def _no(reason: str) -> None:
-    raise _Refused(reason)
+def no(reason: str) -> None:
+    raise Refused(reason)
 
 
 
-def _unpacks_static_weights(op: Op, graph: Graph, quasi_static: set[int]) -> bool:
+def unpacks_static_weights(op: Op, graph: Graph, quasi_static: set[int]) -> bool:
     """PrepareOpsToDelegate's "prepare to unpack FP16/INT8 tensors" test."""
     if op.type is not OpType.DEQUANTIZE or len(op.inputs) != 1 or len(op.outputs) != 1 or op.inputs[0] < 0:
         return False
@@ -43,19 +43,19 @@ def _is_static(t: Tensor) -> bool:
     return t.is_constant and not t.is_variable
 
 
-def _legacy_params(t: Tensor) -> tuple[float, int]:
+def legacy_params(t: Tensor) -> tuple[float, int]:
     """TfLiteTensor.params: the single scale and zero point of a per-tensor quantized tensor."""
     if t.quant is not None and len(t.quant.scale) == 1:
-        return float(_F32(t.quant.scale[0])), int(t.quant.zero_point[0])
+        return float(F32(t.quant.scale[0])), int(t.quant.zero_point[0])
     return 0.0, 0
 
 
-def _normal_positive(scales: Sequence[float]) -> bool:
-    return all(math.isfinite(s) and s > 0 and abs(_F32(s)) >= np.finfo(_F32).tiny for s in scales)
+def normal_positive(scales: Sequence[float]) -> bool:
+    return all(math.isfinite(s) and s > 0 and abs(F32(s)) >= np.finfo(F32).tiny for s in scales)
 
 
-class _Checks:
-    """The Check* helpers of xnnpack_delegate.cc for one node; each raises _Refused on failure."""
+class Checks:
+    """The Check* helpers of xnnpack_delegate.cc for one node; each raises Refused on failure."""
 
     def __init__(self, delegate: XnnpackLike, op: Op, graph: Graph, quasi_static):
         self.d, self.op, self.graph, self.quasi_static = delegate, op, graph, quasi_static
@@ -69,12 +69,12 @@ class _Checks:
     def num_inputs(self, lo: int, hi: int | None = None) -> None:
         hi = lo if hi is None else hi
         if not lo <= len(self.op.inputs) <= hi:
-            _no(f"unexpected number of inputs ({len(self.op.inputs)}) in {self.op.name} node")
+            no(f"unexpected number of inputs ({len(self.op.inputs)}) in {self.op.name} node")
 
     def num_outputs(self, lo: int, hi: int | None = None) -> None:
         hi = lo if hi is None else hi
         if not lo <= len(self.op.outputs) <= hi:
-            _no(f"unexpected number of outputs ({len(self.op.outputs)}) in {self.op.name} node")
+            no(f"unexpected number of outputs ({len(self.op.outputs)}) in {self.op.name} node")
 
     def io(self, ins: tuple[int, int] | int, outs: int = 1) -> None:
         lo, hi = (ins, ins) if isinstance(ins, int) else ins
@@ -94,7 +94,7 @@ class _Checks:
                 and len(t.quant.zero_point) == 1)
 
     def _type_error(self, index: int, what: str) -> None:
-        _no(f"{what}: unsupported type {self.t(index).dtype.name} in tensor #{index}")
+        no(f"{what}: unsupported type {self.t(index).dtype.name} in tensor #{index}")
 
     def float32(self, index: int) -> None:
         if self.t(index).dtype is not DType.FLOAT32:
@@ -134,20 +134,20 @@ class _Checks:
         q = t.quant
         if t.dtype is DType.INT8 and self.d.qs8:
             if q is None:
-                _no(f"unsupported quantization type in tensor #{index}")
+                no(f"unsupported quantization type in tensor #{index}")
             if len(q.scale) > 1 and q.axis != quantized_dimension:
-                _no(f"unsupported quantized dimension {q.axis} in tensor #{index}")
+                no(f"unsupported quantized dimension {q.axis} in tensor #{index}")
             if len(q.scale) > 1:
-                if not 0 <= q.axis < len(t.shape) or t.shape[q.axis] != len(q.scale) or not _normal_positive(q.scale):
-                    _no(f"Channelwise quantized tensor #{index} has invalid quantization parameters")
-            elif not _normal_positive(q.scale) or not -128 <= q.zero_point[0] <= 127:
-                _no(f"Quantized tensor #{index} has invalid quantization parameters")
+                if not 0 <= q.axis < len(t.shape) or t.shape[q.axis] != len(q.scale) or not normal_positive(q.scale):
+                    no(f"Channelwise quantized tensor #{index} has invalid quantization parameters")
+            elif not normal_positive(q.scale) or not -128 <= q.zero_point[0] <= 127:
+                no(f"Quantized tensor #{index} has invalid quantization parameters")
             return
         if t.dtype is DType.UINT8 and self.d.qu8:
             if not self._qu8_per_tensor(t):
-                _no(f"unsupported quantization type in tensor #{index}")
-            if not _normal_positive(q.scale) or not 0 <= q.zero_point[0] <= 255:
-                _no(f"Quantized tensor #{index} has invalid quantization parameters")
+                no(f"unsupported quantization type in tensor #{index}")
+            if not normal_positive(q.scale) or not 0 <= q.zero_point[0] <= 255:
+                no(f"Quantized tensor #{index} has invalid quantization parameters")
             return
         self._type_error(index, "CheckTensorFloat32OrQCInt8Type")
 
@@ -159,15 +159,15 @@ class _Checks:
         if t.dtype in (DType.INT8, DType.INT4) and self.d.qs8:
             q = t.quant
             if q is None:
-                _no(f"missing scale quantization parameters in tensor #{index}")
+                no(f"missing scale quantization parameters in tensor #{index}")
             if len(q.scale) > 1 and q.axis != 0:
-                _no(f"unsupported quantized dimension {q.axis} in tensor #{index}")
+                no(f"unsupported quantized dimension {q.axis} in tensor #{index}")
             if t.dtype is DType.INT4 and (not t.shape or len(q.scale) != t.shape[q.axis]):
-                _no(f"4 bit weights must be per channel and not per tensor quantized in tensor #{index}")
+                no(f"4 bit weights must be per channel and not per tensor quantized in tensor #{index}")
             return
         if t.dtype is DType.UINT8 and self.d.qu8:
             if not self._qu8_per_tensor(t):
-                _no(f"unsupported quantization type in tensor #{index}")
+                no(f"unsupported quantization type in tensor #{index}")
             return
         self._type_error(index, "CheckTensorFloat32OrFloat16OrQCInt4OrQCInt8Type")
 
@@ -179,11 +179,11 @@ class _Checks:
         if t.dtype is DType.INT32 and self.d.qs8:
             q = t.quant
             if q is None or q.axis != 0:
-                _no(f"unsupported quantization type in tensor #{index}")
-            if not _normal_positive(q.scale):
-                _no(f"Quantized tensor #{index} has invalid quantization parameters")
+                no(f"unsupported quantization type in tensor #{index}")
+            if not normal_positive(q.scale):
+                no(f"Quantized tensor #{index} has invalid quantization parameters")
             if len(q.scale) > 1 and (not t.shape or t.shape[0] != len(q.scale)):
-                _no(f"Channelwise quantized tensor #{index} has invalid quantization parameters")
+                no(f"Channelwise quantized tensor #{index} has invalid quantization parameters")
             return
         self._type_error(index, "CheckTensorFloat32OrFloat16OrQCInt32Type")
 
@@ -198,15 +198,15 @@ class _Checks:
         hi = lo if hi is None else hi
         shape = self.t(index).shape
         if not lo <= len(shape) <= hi:
-            _no(f"unsupported number of shape dimensions ({len(shape)}) in tensor #{index} in "
+            no(f"unsupported number of shape dimensions ({len(shape)}) in tensor #{index} in "
                 f"{self.op.name} node: {lo if lo == hi else f'{lo}..{hi}'} dimensions expected")
         if any(d <= 0 for d in shape):
-            _no(f"invalid num of elements in tensor #{index} in {self.op.name} node")
+            no(f"invalid num of elements in tensor #{index} in {self.op.name} node")
 
     def static(self, index: int) -> None:
         """CheckTensorStaticAllocation: a read-only constant buffer."""
         if not _is_static(self.t(index)):
-            _no(f"invalid allocation type in tensor #{index} in {self.op.name} node: expected static "
+            no(f"invalid allocation type in tensor #{index} in {self.op.name} node: expected static "
                 f"read-only tensor")
 
     def static_weights(self, index: int) -> None:
@@ -218,7 +218,7 @@ class _Checks:
         """CheckShapeTensorShape: 1-D, or (squeeze_dims) leading dimensions all 1."""
         shape = self.t(index).shape
         if len(shape) != 1 and not (squeeze_dims and all(d == 1 for d in shape[:-1])):
-            _no(f"unexpected number of shape dimensions ({len(shape)}) in shape tensor #{index} in "
+            no(f"unexpected number of shape dimensions ({len(shape)}) in shape tensor #{index} in "
                 f"{self.op.name} node: expected a 1D tensor")
 
     # parameters
@@ -229,26 +229,26 @@ class _Checks:
             return
         if int(value) not in (Activation.NONE, Activation.RELU, Activation.RELU_N1_TO_1, Activation.RELU6):
             name = Activation(int(value)).name if int(value) in Activation._value2member_map_ else str(int(value))
-            _no(f"unsupported fused activation ({name})")
+            no(f"unsupported fused activation ({name})")
 
     def padding(self) -> None:
         if int(self.option("padding", Padding.SAME)) not in (Padding.SAME, Padding.VALID):
-            _no("invalid padding mode")
+            no("invalid padding mode")
 
     def pooling(self) -> None:
         """CheckPoolingParams."""
         sw, sh = self.option("stride_w", 1), self.option("stride_h", 1)
         fw, fh = self.option("filter_width", 1), self.option("filter_height", 1)
         if sw <= 0 or sh <= 0:
-            _no(f"invalid stride in {self.op.name} node")
+            no(f"invalid stride in {self.op.name} node")
         if fw <= 0 or fh <= 0:
-            _no(f"invalid filter size in {self.op.name} node")
+            no(f"invalid filter size in {self.op.name} node")
         if sw > fw:
-            _no(f"unsupported width stride {sw} exceeding filter width {fw} in {self.op.name} node")
+            no(f"unsupported width stride {sw} exceeding filter width {fw} in {self.op.name} node")
         if sh > fh:
-            _no(f"unsupported height stride {sh} exceeding filter height {fh} in {self.op.name} node")
+            no(f"unsupported height stride {sh} exceeding filter height {fh} in {self.op.name} node")
         if fw == 1 and fh == 1 and max(sw, sh) > 1:
-            _no(f"unsupported pooling with 1x1 filter and {sw}x{sh} stride in {self.op.name} node")
+            no(f"unsupported pooling with 1x1 filter and {sw}x{sh} stride in {self.op.name} node")
         self.padding()
         self.activation(self.option("fused_activation_function", Activation.NONE))
 
@@ -257,17 +257,17 @@ class _Checks:
         ta, to = self.t(a), self.t(out)
         if ta.dtype is not to.dtype or ta.dtype not in (DType.INT8, DType.UINT8):
             return
-        ratio = _F32(ta.quant.scale[0]) / _F32(to.quant.scale[0])
-        if not _F32(lo) <= ratio < _F32(hi):
-            _no(f"unsupported input-to-output scale in {self.op.name} node")
+        ratio = F32(ta.quant.scale[0]) / F32(to.quant.scale[0])
+        if not F32(lo) <= ratio < F32(hi):
+            no(f"unsupported input-to-output scale in {self.op.name} node")
 
     def product_output_scale(self, a: int, b: int, out: int, lo: float, hi: float) -> None:
         """CheckTensorsInputProductOutputScale (all three the same 8-bit type only)."""
         ta, tb, to = self.t(a), self.t(b), self.t(out)
         if not (ta.dtype is tb.dtype is to.dtype) or ta.dtype not in (DType.INT8, DType.UINT8):
             return
-        ratio = (_F32(ta.quant.scale[0]) * _F32(tb.quant.scale[0])) / _F32(to.quant.scale[0])
-        if not _F32(lo) <= ratio < _F32(hi):
-            _no(f"unsupported input-product-to-output scale in {self.op.name}")
+        ratio = (F32(ta.quant.scale[0]) * F32(tb.quant.scale[0])) / F32(to.quant.scale[0])
+        if not F32(lo) <= ratio < F32(hi):
+            no(f"unsupported input-product-to-output scale in {self.op.name}")
 
 

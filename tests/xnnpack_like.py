@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from delegates.api import YES, Delegate, DelegateKernel, DelegateOptions, Support
 from runtime.ir.graph import Graph, Op
-from tests.xnnpack_checks import XNN_MAX_TENSOR_DIMS, _Checks, _Refused, _unpacks_static_weights
-from tests.xnnpack_visitors import _VISITORS
+from tests.xnnpack_checks import XNN_MAX_TENSOR_DIMS, Checks, Refused, unpacks_static_weights
+from tests.xnnpack_visitors import VISITORS
 
 __all__ = ["XnnpackLike", "XNN_MAX_TENSOR_DIMS"]
 
@@ -68,7 +68,7 @@ class XnnpackLike(Delegate):
         unpack: set[int] = set()
         answers: list[Support] = [YES] * len(graph.ops)
         for i, op in enumerate(graph.ops):
-            if _unpacks_static_weights(op, graph, quasi_static):
+            if unpacks_static_weights(op, graph, quasi_static):
                 unpack.add(i)
                 producer[op.outputs[0]] = i
                 quasi_static.add(op.outputs[0])
@@ -86,12 +86,12 @@ class XnnpackLike(Delegate):
 
     def visit(self, op: Op, graph: Graph, quasi_static: set[int] | frozenset[int] = frozenset()) -> Support:
         """Subgraph::VisitNode with a null subgraph: YES, or the first check that fails."""
-        visitor = _VISITORS.get(op.type)
+        visitor = VISITORS.get(op.type)
         if visitor is None:
             return Support(False, f"unsupported operator type {op.name} (not in XNNPACK's VisitNode)")
         try:
-            visitor(_Checks(self, op, graph, quasi_static))
-        except _Refused as refused:
+            visitor(Checks(self, op, graph, quasi_static))
+        except Refused as refused:
             return Support(False, str(refused))
         return YES
 

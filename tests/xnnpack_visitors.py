@@ -8,7 +8,7 @@ import numpy as np
 
 from runtime.ir.graph import DType, OpType, Tensor
 from runtime.ir.options import Activation, Padding
-from tests.xnnpack_checks import XNN_MAX_TENSOR_DIMS, _F32, _Checks, _legacy_params, _no, _normal_positive
+from tests.xnnpack_checks import XNN_MAX_TENSOR_DIMS, F32, Checks, legacy_params, no, normal_positive
 
 
 # -- the visitors (Subgraph::Visit*Node) ------------------------------------------------------------
@@ -18,7 +18,7 @@ _FLOAT_UNARY = {OpType.ABS, OpType.CEIL, OpType.COS, OpType.EXP, OpType.FLOOR, O
                 OpType.SIN, OpType.SQRT, OpType.SQUARE}
 
 
-def _unary(c: _Checks) -> None:
+def _unary(c: Checks) -> None:
     c.io(1)
     x, y = c.op.inputs[0], c.op.outputs[0]
     c.rank(x, 0, XNN_MAX_TENSOR_DIMS)
@@ -45,19 +45,19 @@ def _unary(c: _Checks) -> None:
         _quantize_combination(c, x, y)
 
 
-def _leaky_relu_scales(c: _Checks, x: int, y: int) -> None:
-    alpha = _F32(c.option("alpha", 0.2))
-    if not np.isfinite(alpha) or alpha == 0 or abs(alpha) < np.finfo(_F32).tiny:
-        _no(f"unsupported alpha {float(alpha):g} in LEAKY_RELU node")
-    scales = [_F32(t.quant.scale[0]) if t.dtype in (DType.INT8, DType.UINT8) and t.quant and len(t.quant.scale) == 1
-              and t.quant.axis == 0 else _F32("nan") for t in (c.t(x), c.t(y))]
+def _leaky_relu_scales(c: Checks, x: int, y: int) -> None:
+    alpha = F32(c.option("alpha", 0.2))
+    if not np.isfinite(alpha) or alpha == 0 or abs(alpha) < np.finfo(F32).tiny:
+        no(f"unsupported alpha {float(alpha):g} in LEAKY_RELU node")
+    scales = [F32(t.quant.scale[0]) if t.dtype in (DType.INT8, DType.UINT8) and t.quant and len(t.quant.scale) == 1
+              and t.quant.axis == 0 else F32("nan") for t in (c.t(x), c.t(y))]
     if all(np.isfinite(s) and s != 0 for s in scales):
         positive = scales[0] / scales[1]
-        if positive < _F32(1 / 256) or positive > _F32(128):
-            _no(f"unsupported positive input-to-output scale {float(positive):g} in LEAKY_RELU node")
+        if positive < F32(1 / 256) or positive > F32(128):
+            no(f"unsupported positive input-to-output scale {float(positive):g} in LEAKY_RELU node")
         negative = positive * alpha
-        if negative < _F32(-127.99609375) or negative > _F32(128) or abs(negative) < _F32(1 / 256):
-            _no(f"unsupported negative input-to-output scale {float(negative):g} in LEAKY_RELU node")
+        if negative < F32(-127.99609375) or negative > F32(128) or abs(negative) < F32(1 / 256):
+            no(f"unsupported negative input-to-output scale {float(negative):g} in LEAKY_RELU node")
 
 
 def _xnn_datatype(t: Tensor) -> str:
@@ -65,7 +65,7 @@ def _xnn_datatype(t: Tensor) -> str:
     if t.dtype is DType.FLOAT32:
         return "fp32"
     q = t.quant
-    if q is None or not _normal_positive(q.scale) or len(q.scale) != 1:
+    if q is None or not normal_positive(q.scale) or len(q.scale) != 1:
         return "invalid"
     if t.dtype is DType.INT8 and -128 <= q.zero_point[0] <= 127:
         return "qint8"
@@ -74,20 +74,20 @@ def _xnn_datatype(t: Tensor) -> str:
     return "invalid"
 
 
-def _quantize_combination(c: _Checks, x: int, y: int) -> None:
+def _quantize_combination(c: Checks, x: int, y: int) -> None:
     src, dst = _xnn_datatype(c.t(x)), _xnn_datatype(c.t(y))
     if src == "fp32":
         return
     if src in ("qint8", "quint8") and src == dst:
-        ratio = _F32(c.t(x).quant.scale[0]) / _F32(c.t(y).quant.scale[0])
-        if ratio < _F32(1 / 256) or ratio > _F32(128):
-            _no("unsupported input-to-output scale in QUANTIZE node")
+        ratio = F32(c.t(x).quant.scale[0]) / F32(c.t(y).quant.scale[0])
+        if ratio < F32(1 / 256) or ratio > F32(128):
+            no("unsupported input-to-output scale in QUANTIZE node")
         return
-    _no(f"unsupported combination of input type ({c.t(x).dtype.name}) and output type "
+    no(f"unsupported combination of input type ({c.t(x).dtype.name}) and output type "
         f"({c.t(y).dtype.name}) in QUANTIZE node")
 
 
-def _binary(c: _Checks) -> None:
+def _binary(c: Checks) -> None:
     c.io(2)
     a, b = c.op.inputs
     out = c.op.outputs[0]
@@ -98,7 +98,7 @@ def _binary(c: _Checks) -> None:
         for t in (a, b, out):
             c.float32_or_quint8(t)
         if not c.t(a).dtype is c.t(b).dtype is c.t(out).dtype:
-            _no(f"unsupported mixed types in {c.op.name} operator")
+            no(f"unsupported mixed types in {c.op.name} operator")
     else:  # DIV, MAXIMUM, MINIMUM, PRELU, SQUARED_DIFFERENCE
         for t in (a, b, out):
             c.float32(t)
@@ -113,21 +113,21 @@ def _binary(c: _Checks) -> None:
         c.activation(c.option("fused_activation_function", Activation.NONE))
 
 
-def _average_pool(c: _Checks) -> None:
+def _average_pool(c: Checks) -> None:
     c.io(1)
     c.float32(c.op.inputs[0])
     c.float32(c.op.outputs[0])
     c.pooling()
 
 
-def _max_pool(c: _Checks) -> None:
+def _max_pool(c: Checks) -> None:
     c.io(1)
     c.float32_or_quint8(c.op.inputs[0])
     c.float32_or_quint8(c.op.outputs[0])
     c.pooling()
 
 
-def _batch_matmul(c: _Checks) -> None:
+def _batch_matmul(c: Checks) -> None:
     a, b = c.op.inputs[0], c.op.inputs[1]
     c.float32(a)
     rank_b = len(c.t(b).shape)
@@ -135,28 +135,28 @@ def _batch_matmul(c: _Checks) -> None:
     c.float32(c.op.outputs[0])
     for t in (a, b):
         if len(c.t(t).shape) < 2:
-            _no(f"Unsupported number of dimensions {len(c.t(t).shape)} for tensor #{t}, must be at least 2")
+            no(f"Unsupported number of dimensions {len(c.t(t).shape)} for tensor #{t}, must be at least 2")
 
 
-def _concatenation(c: _Checks) -> None:
+def _concatenation(c: Checks) -> None:
     c.io((2, 5))
     out = c.op.outputs[0]
     c.float32_or_quint8(out)
     if c.t(out).dtype is DType.UINT8:  # only uint8 requires matching quantization
-        want = _legacy_params(c.t(out))
+        want = legacy_params(c.t(out))
         for t in c.op.inputs:
-            if _legacy_params(c.t(t)) != want:
-                _no("Mismatching quantization zero point or scale across an input and the output for "
+            if legacy_params(c.t(t)) != want:
+                no("Mismatching quantization zero point or scale across an input and the output for "
                     "CONCATENATE operator")
     for t in c.op.inputs:
         c.float32_or_quint8(t)
 
 
-def _conv2d(c: _Checks) -> None:
+def _conv2d(c: Checks) -> None:
     if c.option("stride_w", 1) <= 0 or c.option("stride_h", 1) <= 0:
-        _no("invalid stride")
+        no("invalid stride")
     if c.option("dilation_w_factor", 1) <= 0 or c.option("dilation_h_factor", 1) <= 0:
-        _no("invalid dilation factor")
+        no("invalid dilation factor")
     c.io(3)
     x, w, bias = c.op.inputs
     out = c.op.outputs[0]
@@ -166,7 +166,7 @@ def _conv2d(c: _Checks) -> None:
     c.rank(w, 4)
     c.static_weights(w)
     if bias < 0:
-        _no("unsupported CONV_2D node without bias")
+        no("unsupported CONV_2D node without bias")
     c.bias_type(bias)
     c.rank(bias, 1)
     c.static_weights(bias)
@@ -175,14 +175,14 @@ def _conv2d(c: _Checks) -> None:
     tx, tw, to = c.t(x).dtype, c.t(w).dtype, c.t(out).dtype
     dynamically_quantized = c.d.latest_operators and tx is DType.FLOAT32 and tw is DType.INT8
     if tx is not to or (tx is not tw and not dynamically_quantized):
-        _no("unsupported mixed types in CONV_2D operator")
+        no("unsupported mixed types in CONV_2D operator")
     if c.t(x).shape[3] // c.t(w).shape[3] == 0:
-        _no("groups of zero is not supported by CONV_2D operator")
+        no("groups of zero is not supported by CONV_2D operator")
     c.padding()
     c.activation(c.option("fused_activation_function", Activation.NONE))
 
 
-def _depthwise_conv2d(c: _Checks) -> None:
+def _depthwise_conv2d(c: Checks) -> None:
     c.io(3)
     x, w, bias = c.op.inputs
     out = c.op.outputs[0]
@@ -192,30 +192,30 @@ def _depthwise_conv2d(c: _Checks) -> None:
     c.rank(w, 4)
     c.static_weights(w)
     if bias < 0:
-        _no("unsupported DEPTHWISE_CONV_2D node without bias")
+        no("unsupported DEPTHWISE_CONV_2D node without bias")
     c.bias_type(bias)
     c.rank(bias, 1)
     c.static_weights(bias)
     c.float32_or_quint8(out)
     c.rank(out, 4)
     if not c.t(x).dtype is c.t(out).dtype is c.t(w).dtype:
-        _no("unsupported mixed types in DEPTHWISE_CONV_2D operator")
+        no("unsupported mixed types in DEPTHWISE_CONV_2D operator")
     multiplier = c.option("depth_multiplier", 1)
     if c.option("stride_w", 1) <= 0 or c.option("stride_h", 1) <= 0:
-        _no("invalid stride")
+        no("invalid stride")
     if multiplier <= 0 or c.t(w).shape[3] % multiplier:
-        _no(f"depth multiplier {multiplier} is incompatible with number of output channels {c.t(w).shape[3]}")
+        no(f"depth multiplier {multiplier} is incompatible with number of output channels {c.t(w).shape[3]}")
     if c.option("dilation_w_factor", 1) <= 0 or c.option("dilation_h_factor", 1) <= 0:
-        _no("invalid dilation factor")
+        no("invalid dilation factor")
     c.padding()
     c.activation(c.option("fused_activation_function", Activation.NONE))
 
 
-def _fully_connected(c: _Checks) -> None:
+def _fully_connected(c: Checks) -> None:
     if c.op.version == 8:
-        _no("Unsupported version 8 of FullyConnected.")
+        no("Unsupported version 8 of FullyConnected.")
     if c.option("weights_format", 0) != 0:
-        _no("unsupported non-default weights format")
+        no("unsupported non-default weights format")
     c.io((2, 3))
     x, w = c.op.inputs[0], c.op.inputs[1]
     out = c.op.outputs[0]
@@ -228,7 +228,7 @@ def _fully_connected(c: _Checks) -> None:
         bias = c.op.inputs[2]
         if not (c.d.dynamic_fully_connected and c.t(bias).dtype is DType.FLOAT32):
             if int(np.prod(c.t(bias).shape)) != c.t(w).shape[0]:
-                _no("Fully Connected: Mismatch between number of bias elements and number of output channels")
+                no("Fully Connected: Mismatch between number of bias elements and number of output channels")
             c.bias_type(bias)
             c.static_weights(bias)
     c.float32_or_quint8(out)
@@ -236,24 +236,24 @@ def _fully_connected(c: _Checks) -> None:
     dynamically_quantized = c.d.latest_operators and tx is DType.FLOAT32 and tw in (DType.INT4, DType.INT8)
     srq = tx is DType.INT8 and tw in (DType.INT4, DType.INT8)
     if tx is not to or (tx is not tw and not (dynamically_quantized or srq)):
-        _no("unsupported mixed types in FULLY_CONNECTED operator")
+        no("unsupported mixed types in FULLY_CONNECTED operator")
     if tw is DType.INT4 and c.t(w).shape[1] % 2 == 1:
-        _no("unsupported odd number of inputs channels in FULLY_CONNECTED operator")
+        no("unsupported odd number of inputs channels in FULLY_CONNECTED operator")
     c.activation(c.option("fused_activation_function", Activation.NONE))
 
 
-def _reduce(c: _Checks) -> None:
+def _reduce(c: Checks) -> None:
     c.io(2)
     x, axes = c.op.inputs
     c.float32_or_quint8(x)
     c.int32(axes)
     if len(c.t(axes).shape) > 1:
-        _no(f"unexpected number of shape dimensions in axes tensor #{axes}: expected a 1D tensor")
+        no(f"unexpected number of shape dimensions in axes tensor #{axes}: expected a 1D tensor")
     c.static(axes)
     c.float32_or_quint8(c.op.outputs[0])
 
 
-def _pad(c: _Checks) -> None:
+def _pad(c: Checks) -> None:
     c.io(2)
     x, paddings = c.op.inputs
     out = c.op.outputs[0]
@@ -262,25 +262,25 @@ def _pad(c: _Checks) -> None:
     c.int32(paddings)
     shape = c.t(paddings).shape
     if len(shape) != 2 or shape[0] != len(c.t(x).shape) or shape[1] != 2:
-        _no(f"unexpected shape of padding tensor #{paddings}")
+        no(f"unexpected shape of padding tensor #{paddings}")
     c.static(paddings)
     c.float32_or_quint8(out)
     c.rank(out, 1, XNN_MAX_TENSOR_DIMS)
     values = np.asarray(c.t(paddings).data).reshape(-1, 2)
     # XNNPACK loops over NumDimensions(paddings) == 2 rows here, not over every row.
     if (values[:2] < 0).any():
-        _no("invalid negative padding")
+        no("invalid negative padding")
 
 
-def _reshape(c: _Checks) -> None:
+def _reshape(c: Checks) -> None:
     c.io((1, 2))
     x, out = c.op.inputs[0], c.op.outputs[0]
     c.float32_or_quint8(x)
     c.rank(x, 0, XNN_MAX_TENSOR_DIMS)
     c.float32_or_quint8(out)
     c.rank(out, 0, XNN_MAX_TENSOR_DIMS)
-    if c.t(out).dtype in (DType.INT8, DType.UINT8) and _legacy_params(c.t(x)) != _legacy_params(c.t(out)):
-        _no("Mismatching quantization zero point or scale across the input and the output for RESHAPE operator")
+    if c.t(out).dtype in (DType.INT8, DType.UINT8) and legacy_params(c.t(x)) != legacy_params(c.t(out)):
+        no("Mismatching quantization zero point or scale across the input and the output for RESHAPE operator")
     if len(c.op.inputs) == 2:
         shape = c.op.inputs[1]
         c.int32(shape)
@@ -288,7 +288,7 @@ def _reshape(c: _Checks) -> None:
         c.static(shape)
 
 
-def _resize_bilinear(c: _Checks) -> None:
+def _resize_bilinear(c: Checks) -> None:
     c.io(2)
     x, size = c.op.inputs
     out = c.op.outputs[0]
@@ -300,20 +300,20 @@ def _resize_bilinear(c: _Checks) -> None:
     c.float32_or_quint8(out)
     c.rank(out, 4)
     if (np.asarray(c.t(size).data) <= 0).any():
-        _no("invalid output dimension in RESIZE_BILINEAR node")
+        no("invalid output dimension in RESIZE_BILINEAR node")
 
 
-def _softmax(c: _Checks) -> None:
-    if _F32(c.option("beta", 1.0)) != _F32(1.0):
-        _no(f"unsupported beta value {c.option('beta', 1.0):.7f} in SOFTMAX node")
+def _softmax(c: Checks) -> None:
+    if F32(c.option("beta", 1.0)) != F32(1.0):
+        no(f"unsupported beta value {c.option('beta', 1.0):.7f} in SOFTMAX node")
     c.io(1)
     c.float32(c.op.inputs[0])
     c.float32(c.op.outputs[0])
 
 
-def _split(c: _Checks) -> None:
+def _split(c: Checks) -> None:
     if c.option("num_splits", 1) != len(c.op.outputs):
-        _no("num_splits differs from the number of outputs")
+        no("num_splits differs from the number of outputs")
     c.num_inputs(2)
     c.num_outputs(2, 4)
     axis, x = c.op.inputs
@@ -324,9 +324,9 @@ def _split(c: _Checks) -> None:
         c.float32_or_quint8(t)
 
 
-def _strided_slice(c: _Checks) -> None:
+def _strided_slice(c: Checks) -> None:
     if c.option("ellipsis_mask", 0) or c.option("new_axis_mask", 0) or c.option("shrink_axis_mask", 0):
-        _no("only strided slices without ellipsis, new-axis or shrink-axis masks are supported")
+        no("only strided slices without ellipsis, new-axis or shrink-axis masks are supported")
     x, begin, end, strides = c.op.inputs[:4]
     out = c.op.outputs[0]
     for t in (strides, begin, end):
@@ -334,11 +334,11 @@ def _strided_slice(c: _Checks) -> None:
         c.static(t)
         c.int32(t)
         if t == strides and (np.asarray(c.t(t).data) != 1).any():
-            _no("stride must be 1 in STRIDED_SLICE node")
+            no("stride must be 1 in STRIDED_SLICE node")
     rank = len(c.t(x).shape)
     for t in (begin, end, strides):
         if c.t(t).shape != (rank,):
-            _no("begin, end and strides must have one entry per input dimension in STRIDED_SLICE node")
+            no("begin, end and strides must have one entry per input dimension in STRIDED_SLICE node")
     c.float32_or_quint8(x)
     c.float32_or_quint8(out)
     begin_mask, end_mask, offset = c.option("begin_mask", 0), c.option("end_mask", 0), c.option("offset", False)
@@ -349,16 +349,16 @@ def _strided_slice(c: _Checks) -> None:
         start = b + extent if b < 0 else b
         size = e + extent - start if e <= 0 else e - start
         if start + size > extent:
-            _no(f"offset {start} + size {size} exceeds extent {extent} in STRIDED_SLICE node for dimension {i}")
+            no(f"offset {start} + size {size} exceeds extent {extent} in STRIDED_SLICE node for dimension {i}")
 
 
-def _transpose(c: _Checks) -> None:
+def _transpose(c: Checks) -> None:
     c.io(2)
     c.float32_or_quint8(c.op.inputs[0])
     c.static(c.op.inputs[1])
 
 
-def _transpose_conv(c: _Checks) -> None:
+def _transpose_conv(c: Checks) -> None:
     c.io((3, 4))
     shape_t, w, x = c.op.inputs[:3]
     out = c.op.outputs[0]
@@ -366,7 +366,7 @@ def _transpose_conv(c: _Checks) -> None:
     c.shape_tensor(shape_t, squeeze_dims=False)
     c.static(shape_t)
     if c.t(shape_t).shape[0] != 4:
-        _no("unsupported number of output shape dimensions: 4 dimensions expected")
+        no("unsupported number of output shape dimensions: 4 dimensions expected")
     c.rank(w, 4)
     c.static_weights(w)
     c.float32_or_quint8(x)
@@ -383,45 +383,45 @@ def _transpose_conv(c: _Checks) -> None:
     _, out_h, out_w, out_shape_c = (int(v) for v in np.asarray(c.t(shape_t).data))
     in_h, in_w = c.t(x).shape[1], c.t(x).shape[2]
     if out_c != out_shape_c:
-        _no("transpose convolution kernel output channel dimension doesn't match output shape channel dimension")
+        no("transpose convolution kernel output channel dimension doesn't match output shape channel dimension")
     if in_c != c.t(x).shape[3]:
-        _no("transpose convolution kernel input channel dimension doesn't match filter input channel")
+        no("transpose convolution kernel input channel dimension doesn't match filter input channel")
     sh, sw = c.option("stride_h", 1), c.option("stride_w", 1)
     padding = int(c.option("padding", Padding.SAME))
     if padding == Padding.VALID:
         if kh > out_h or kw > out_w:
-            _no("output smaller than effective kernel dimensions unsupported with VALID padding in TRANSPOSE_CONV")
+            no("output smaller than effective kernel dimensions unsupported with VALID padding in TRANSPOSE_CONV")
     elif padding == Padding.SAME:
         if (out_h + sh - 1) // sh != in_h or (out_w + sw - 1) // sw != in_w:
-            _no("inconsistent combination of parameters for TRANSPOSE_CONV op")
+            no("inconsistent combination of parameters for TRANSPOSE_CONV op")
         if kh < sh or kw < sw:
-            _no("strides larger than effective kernel dimensions unsupported in TRANSPOSE_CONV")
+            no("strides larger than effective kernel dimensions unsupported in TRANSPOSE_CONV")
     else:
-        _no("invalid padding mode")
+        no("invalid padding mode")
     c.activation(c.option("fused_activation_function", Activation.NONE))
 
 
-def _depth_to_space(c: _Checks) -> None:
+def _depth_to_space(c: Checks) -> None:
     c.io(1)
     c.float32_or_quint8(c.op.inputs[0])
     c.float32_or_quint8(c.op.outputs[0])
     if c.option("block_size", 1) <= 1:
-        _no("invalid block size in DEPTH_TO_SPACE node")
+        no("invalid block size in DEPTH_TO_SPACE node")
 
 
-def _space_to_depth(c: _Checks) -> None:
+def _space_to_depth(c: Checks) -> None:
     c.io(1)
     x = c.op.inputs[0]
     c.float32_or_quint8(x)
     c.float32_or_quint8(c.op.outputs[0])
     block = c.option("block_size", 1)
     if block <= 1:
-        _no("block size in SPACE_TO_DEPTH node must be greater than 1")
+        no("block size in SPACE_TO_DEPTH node must be greater than 1")
     if c.t(x).shape[1] % block or c.t(x).shape[2] % block:
-        _no("SPACE_TO_DEPTH input height and width must be divisible by block_size")
+        no("SPACE_TO_DEPTH input height and width must be divisible by block_size")
 
 
-def _slice(c: _Checks) -> None:
+def _slice(c: Checks) -> None:
     x, begin, size = c.op.inputs[:3]
     for t in (begin, size):
         c.shape_tensor(t, squeeze_dims=False)
@@ -429,24 +429,24 @@ def _slice(c: _Checks) -> None:
         if c.t(t).dtype not in (DType.INT32, DType.INT64):
             c._type_error(t, "CheckTensorInt32OrInt64Type")
     if c.t(begin).shape[0] != c.t(size).shape[0]:
-        _no("mismatch in shape dimension 0 of begin and size tensors of SLICE operator")
+        no("mismatch in shape dimension 0 of begin and size tensors of SLICE operator")
     c.float32_or_quint8(x)
     c.float32_or_quint8(c.op.outputs[0])
     if (np.asarray(c.t(size).data) <= 0).any():
-        _no("size must be positive in SLICE node")
+        no("size must be positive in SLICE node")
 
 
-def _expand_dims(c: _Checks) -> None:
-    _no("EXPAND_DIMS: VisitExpandDimsNode refuses every node in this XNNPACK version")
+def _expand_dims(c: Checks) -> None:
+    no("EXPAND_DIMS: VisitExpandDimsNode refuses every node in this XNNPACK version")
 
 
-def _not_modelled(c: _Checks) -> None:
-    _no(f"{c.op.name}: XNNPACK may take some of these nodes; this test delegate does not model them")
+def _not_modelled(c: Checks) -> None:
+    no(f"{c.op.name}: XNNPACK may take some of these nodes; this test delegate does not model them")
 
 
 # Subgraph::VisitNode's switch in tflite/delegates/xnnpack/xnnpack_delegate.cc: an op without an
 # entry here falls to its `default:` case and is refused.
-_VISITORS: dict[OpType, Callable[[_Checks], None]] = {
+VISITORS: dict[OpType, Callable[[Checks], None]] = {
     **dict.fromkeys(_FLOAT_UNARY | {OpType.DEQUANTIZE, OpType.ELU, OpType.LEAKY_RELU, OpType.LOGISTIC,
                                     OpType.QUANTIZE, OpType.TANH}, _unary),
     **dict.fromkeys((OpType.ADD, OpType.DIV, OpType.MAXIMUM, OpType.MINIMUM, OpType.MUL, OpType.PRELU,

@@ -301,9 +301,9 @@ def load_base(name_or_path: str) -> tuple[dict, dict, str, Path]:
     used instead (so re-running a fit never compounds on its own output). Returns the data, its
     line table, the YAML text and the file's path."""
     from runtime.ir.errors import ProfileError
-    from sim.profile import _resolve
+    from sim.profile import resolve
 
-    path = _resolve(name_or_path)
+    path = resolve(name_or_path)
     for _ in range(2):
         try:
             text = path.read_text(encoding="utf-8")

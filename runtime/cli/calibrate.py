@@ -37,21 +37,21 @@ def add_parser(sub) -> None:
     sp.set_defaults(fn=cmd_calibrate, parser=sp)
 
 
-def _models(row: Row):
+def row_models(row: Row):
     from runtime.sweep.cell import build_model
     from runtime.scenario.load import ModelSpec, Quantization
     from runtime.ir.yamlcheck import freeze
 
     try:
         if row.model.endswith(".tflite") or os.sep in row.model:
-            return build_model(ModelSpec(path=_local(row)))
+            return build_model(ModelSpec(path=local_model_path(row)))
         return build_model(ModelSpec(zoo=row.model, args=freeze(dict(row.args)),
                                      quantization=Quantization(row.quantization)))
     except (ValueError, OSError) as exc:
         raise CalibrationError(f"{row.source}: model {row.label}: {exc}") from None
 
 
-def _local(row: Row) -> Path:
+def local_model_path(row: Row) -> Path:
     """A log's Graph line names the file on the phone: use it if it is here, else a file of the
     same name beside the measurement file, else in the current folder."""
     named = Path(row.model)
@@ -71,7 +71,7 @@ def calibrate_files(paths: Sequence[str], base: str, device: str | None = None, 
     if len(phones) > 1:
         raise CalibrationError(f"the measurements are for several phones ({', '.join(phones)}); calibrate one "
                                f"phone at a time")
-    evaluator = Evaluator(rows, data, str(path), _models)
+    evaluator = Evaluator(rows, data, str(path), row_models)
     used = set().union(*(s.used for s in evaluator.sims))
     return rows, (data, lines, text, path), evaluator, candidate_params(data, used)
 
@@ -111,7 +111,7 @@ def _relative(path: Path, folder: Path) -> str:
 def _print_params(result: Fit) -> None:
     print(f"{'parameter':45s} {'prior':>10s} {'fitted':>10s}")
     for p, v in zip(result.params, result.values):
-        print(f"{p.name:45s} {_fmt(p.prior):>10s} {_fmt(v):>10s}")
+        print(f"{p.name:45s} {fmt(p.prior):>10s} {fmt(v):>10s}")
 
 
 def _print_rows(result: Fit, prior: Sequence[float]) -> None:
@@ -161,7 +161,7 @@ PRIOR_MARK = "# The prior of a calibrated profile:"
 _LINE = re.compile(r"^(?P<head>\s*[\w.-]+:\s*)(?P<value>[^\s#]+)(?P<pad>\s*)(?:#\s?(?P<comment>.*))?$")
 
 
-def _fmt(value: float) -> str:
+def fmt(value: float) -> str:
     text = f"{value:.4g}"
     return text if "e" not in text else f"{value:.6f}".rstrip("0").rstrip(".")
 
@@ -183,8 +183,8 @@ def render_profile(text: str, lines: dict, result: Fit, source: str, prior: str,
         was = (m.group("comment") or "").strip()
         was = re.sub(r"^(assumed|fitted|derived|spec)[^:]*:\s*", "", was)
         head = m.group("head")
-        line = f"{head}{_fmt(value)}"
-        out[n] = f"{line:{max(len(line) + 1, 32)}s}# fitted: {source} ({rows} rows); prior {_fmt(p.prior)}" + \
+        line = f"{head}{fmt(value)}"
+        out[n] = f"{line:{max(len(line) + 1, 32)}s}# fitted: {source} ({rows} rows); prior {fmt(p.prior)}" + \
                  (f" ({was})" if was else "")
     out = [f"# Calibrated: dtb calibrate fitted this file's numbers marked \"fitted\" to {source}, from {prior}."
            if ln.startswith(PRIOR_MARK) else ln for ln in out]

@@ -86,12 +86,12 @@ def latency_stats(spans: Sequence[float], warmup: int) -> LatencyStats:
                         float(steady.std()), float(steady.min()), float(steady.max()), pct(50), pct(90), pct(99))
 
 
-def _boundary_interval(iv: Interval) -> bool:
+def boundary_interval(iv: Interval) -> bool:
     return iv.kind in (Kind.COPY, Kind.INVOKE) or (iv.kind is Kind.OP and iv.name.endswith(" conversion"))
 
 
 def _boundary(steady: list[Interval], n: int, latency: float, joules_per_byte: float) -> Boundary:
-    edge = [iv for iv in steady if _boundary_interval(iv)]
+    edge = [iv for iv in steady if boundary_interval(iv)]
     copies = [iv for iv in edge if iv.kind is Kind.COPY]
     seconds = math.fsum(iv.seconds for iv in edge) / n
     joules = (math.fsum(iv.joules for iv in edge) + sum(iv.bytes for iv in edge) * joules_per_byte) / n
@@ -99,7 +99,7 @@ def _boundary(steady: list[Interval], n: int, latency: float, joules_per_byte: f
                     seconds, joules, seconds / latency if latency > 0 else 0.0)
 
 
-def _per_op(intervals: list[Interval]) -> tuple[OpTime, ...]:
+def per_op_times(intervals: list[Interval]) -> tuple[OpTime, ...]:
     """Time per plan node in one inference: a CPU op by its index, a delegate's partitions as one
     node named after it (as TFLite's op profiler shows a delegate kernel), in order of first
     appearance. Every row is the same statistic: the node's op work summed within an inference,
@@ -107,7 +107,7 @@ def _per_op(intervals: list[Interval]) -> tuple[OpTime, ...]:
     and edge conversions are the boundary's (measured apart), not a node's."""
     runs: dict[tuple[str, str], dict[tuple[int, int], float]] = {}
     for iv in intervals:
-        if iv.inference < 0 or iv.kind is not Kind.OP or _boundary_interval(iv):
+        if iv.inference < 0 or iv.kind is not Kind.OP or boundary_interval(iv):
             continue
         args = dict(iv.args)
         key = (f"{args['delegate']}" if "delegate" in args else f"{iv.name}:{args.get('node', '')}", iv.lane)
@@ -139,7 +139,7 @@ def measure(soc, spans: Sequence[tuple[int, int, float, float]], warmup: int,
     return Measurement(stats, init_s, _boundary(steady_ivs, n, stats.avg, soc.profile.dram.energy_per_byte),
                        rails, 1e3 * total / n, total / (t1 - t0) if t1 > t0 else 0.0,
                        max(levels, default=sum(soc.rails.values())),
-                       _with_memory(_per_op(intervals), memory), tuple(sorted((footprint or {}).items())), memory)
+                       _with_memory(per_op_times(intervals), memory), tuple(sorted((footprint or {}).items())), memory)
 
 
 def _with_memory(rows: tuple[OpTime, ...], memory: Any) -> tuple[OpTime, ...]:

@@ -33,7 +33,7 @@ def unit_footprint(sim) -> dict[str, int]:
     return sizes
 
 
-def _delegate_records(delegation, kinds: Sequence[str]) -> list[dict]:
+def delegate_records(delegation, kinds: Sequence[str]) -> list[dict]:
     out = []
     for kind, rep in zip(kinds, delegation.per_delegate):
         out.append({"kind": kind, "name": rep.delegate, "nodes_delegated": rep.nodes_delegated,
@@ -44,7 +44,7 @@ def _delegate_records(delegation, kinds: Sequence[str]) -> list[dict]:
     return out
 
 
-def _diffs(graph: Graph, reference: list[dict], test: list[dict]) -> list[dict]:
+def diffs(graph: Graph, reference: list[dict], test: list[dict]) -> list[dict]:
     """inference_diff's figures per output over the runs: mean of per-run mean |diff|, their std, max.
     NaN or infinity in an output makes its figures None (null in results.json)."""
     rows = []
@@ -80,7 +80,7 @@ def nonfinite_records(counts: Mapping, graph: Graph) -> list[dict]:
             for (d, t), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1]))]
 
 
-def _ms(stats) -> dict[str, float]:
+def stats_ms(stats) -> dict[str, float]:
     return {k: (v if k == "count" else v * 1e3) for k, v in stats.__dict__.items()}
 
 
@@ -93,12 +93,12 @@ def record_fields(m, delegation, kinds: Sequence[str], graph: Graph, nonfinite: 
         "nonfinite": nonfinite_records(nonfinite or {}, graph),
         "estimated": [graph.describe_op(i) for i in estimated],
         "model": {"name": graph.name, "nodes": len(graph.ops)},
-        "delegates": _delegate_records(delegation, kinds),
+        "delegates": delegate_records(delegation, kinds),
         # a delegate on a phone that has none of it takes no op: the record says why (None: no such delegate)
         "platform_refusal": "; ".join(r.platform_refusal for r in delegation.per_delegate if r.platform_refusal)
                             or None,
         "placement": {str(k): v for k, v in sorted(delegation.placement().items())},
-        "latency_ms": _ms(m.latency),
+        "latency_ms": stats_ms(m.latency),
         "init_ms": m.init_s * 1e3,
         "boundary": {"crossings": m.boundary.crossings, "bytes": m.boundary.bytes, "ms": m.boundary.seconds * 1e3,
                      "mj": m.boundary.joules * 1e3, "share": m.boundary.share},
@@ -113,12 +113,12 @@ def record_fields(m, delegation, kinds: Sequence[str], graph: Graph, nonfinite: 
     }
 
 
-def _plain(value: Any) -> Any:
+def plain_value(value: Any) -> Any:
     """Matrix values as JSON has them (delegate specs as their kinds)."""
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain_value(v) for v in value]
     if hasattr(value, "kind"):
         return value.kind
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain_value(v) for k, v in value.items()}
     return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)

@@ -81,7 +81,7 @@ def _empty_constants(tensors: tuple[Tensor, ...], ops, inputs) -> tuple[Tensor, 
     return tuple(fixed)
 
 
-def _camel(name: str) -> str:
+def camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
 
 
@@ -196,7 +196,7 @@ class _Reader:
         raw = self._buffer(t.Buffer(), what)
         data = None
         if t.Sparsity() is not None:
-            data = _densify(t.Sparsity(), shape, dtype, raw, f"{self.source}: {what}", self.memory_limit)
+            data = densify_sparse(t.Sparsity(), shape, dtype, raw, f"{self.source}: {what}", self.memory_limit)
         elif raw is not None and dtype.np != np.object_ and dtype is not DType.INT4:
             count = math.prod(shape)
             if raw.size != count * dtype.np.itemsize:
@@ -286,12 +286,12 @@ class _Reader:
 
 def _field(fb, name: str, default):
     if isinstance(default, tuple):
-        getter = getattr(fb, _camel(name) + "AsNumpy", None)
+        getter = getattr(fb, camel(name) + "AsNumpy", None)
         if getter is None:
             return default
         values = _numpy(getter())  # int vectors, or float ones (BucketizeOptions.boundaries)
         return tuple(float(v) if values.dtype.kind == "f" else int(v) for v in values)
-    getter = getattr(fb, _camel(name), None)
+    getter = getattr(fb, camel(name), None)
     if getter is None:
         return default
     value = getter()
@@ -319,7 +319,7 @@ def _generic(union: str, fb) -> GenericOptions:
     return GenericOptions(table=union, fields=tuple(fields))
 
 
-def _densify(sparsity, shape: tuple[int, ...], dtype: DType, raw: np.ndarray | None, what: str,
+def densify_sparse(sparsity, shape: tuple[int, ...], dtype: DType, raw: np.ndarray | None, what: str,
              memory_limit: int | None = None) -> np.ndarray:
     """A sparse constant (TFLite SparsityParameters) expanded to its dense shape, as LiteRT's
     DENSIFY does (kernels/internal/utils/sparsity_format_converter.cc: Populate). Each traversal

@@ -12,7 +12,7 @@ import numpy as np
 
 from runtime.ir.graph import Graph, Tensor
 from runtime.ir.options import GenericOptions
-from runtime.model.tflite_read import _camel
+from runtime.model.tflite_read import camel
 from tflite.BuiltinOptions import BuiltinOptions as _UNION
 from tflite.BuiltinOptions2 import BuiltinOptions2 as _UNION2
 
@@ -194,16 +194,16 @@ class _Writer:
         mod = _schema(name)
         values = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
         wide = {f.name for f in dataclasses.fields(options) if f.metadata.get("int64")}
-        vectors = {k: self._vector(getattr(mod, f"{name}Start{_camel(k)}Vector"), [int(x) for x in v],
+        vectors = {k: self._vector(getattr(mod, f"{name}Start{camel(k)}Vector"), [int(x) for x in v],
                                    self.b.PrependInt64) if k in wide
-                   else self._numbers(getattr(mod, f"{name}Start{_camel(k)}Vector"), v)
+                   else self._numbers(getattr(mod, f"{name}Start{camel(k)}Vector"), v)
                    for k, v in values.items() if isinstance(v, tuple)}
         # Strings (VarHandleOptions' names) are built before the table, as vectors are.
         vectors.update({k: self.b.CreateString(v) for k, v in values.items() if isinstance(v, str) and v})
         values = {k: v for k, v in values.items() if not (isinstance(v, str) and not v)}  # "" stays absent
         getattr(mod, f"{name}Start")(self.b)
         for k, v in values.items():
-            adder = getattr(mod, f"{name}Add{_camel(k)}", None)
+            adder = getattr(mod, f"{name}Add{camel(k)}", None)
             if adder is not None:
                 adder(self.b, vectors[k] if k in vectors else _scalar(v))
         # A table of the second union is returned with its code negated.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.ops.base import Node, axis_of
-from runtime.ops.reduce import _reducer
+from runtime.ops.reduce import reducer
 
 
 def _arg(fn):
@@ -24,9 +24,9 @@ def _arg(fn):
 arg_max = _arg(np.argmax)
 arg_min = _arg(np.argmin)
 
-reduce_prod = _reducer(np.prod)
-reduce_any = _reducer(np.any)
-reduce_all = _reducer(np.all)
+reduce_prod = reducer(np.prod)
+reduce_any = reducer(np.any)
+reduce_all = reducer(np.all)
 
 
 def cumsum(node: Node, x: np.ndarray, axis: np.ndarray) -> np.ndarray:

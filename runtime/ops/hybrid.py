@@ -72,7 +72,7 @@ def quantize_asymmetric(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
     return q.astype(F32), sf, zp
 
 
-def _quantize_rows(rows: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def quantize_rows(rows: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if asymmetric:
         return quantize_asymmetric(rows)
     q, sf = quantize_symmetric(rows)
@@ -98,7 +98,7 @@ def _weight_scales(node: Node, k: int, channels: int) -> np.ndarray:
     return np.broadcast_to(np.asarray(q.scale, F32), (channels,))
 
 
-def _matvec(q: np.ndarray, wt: np.ndarray, rowsum: np.ndarray, zp: np.ndarray, scale: np.ndarray,
+def matvec(q: np.ndarray, wt: np.ndarray, rowsum: np.ndarray, zp: np.ndarray, scale: np.ndarray,
             acc: np.ndarray) -> np.ndarray:
     """acc + f32(dot - rowsum * zp) * scale, the float steps of MatrixBatchVectorMultiplyAccumulate:
     the int32 sum turns float, is scaled, then added to the accumulator."""
@@ -125,11 +125,11 @@ def fully_connected(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray |
     out = np.zeros((len(rows), units), F32) if bias is None else np.tile(bias.astype(F32), (len(rows), 1))
     # An all-zero input leaves the bias: TFLite skips quantization and the matmul.
     if rows.any():
-        q, sf, zp = _quantize_rows(rows, o.asymmetric_quantize_inputs)
+        q, sf, zp = quantize_rows(rows, o.asymmetric_quantize_inputs)
         # Per-tensor weights fold s_w into the row's factor; per-channel multiplies per output.
         scale = (sf[:, None] * s_w[None, :]).astype(F32) if per_channel else (sf * s_w[0]).astype(F32)[:, None]
         wt, rowsum = _transposed(node, "wt", w)
-        out = _matvec(q, wt, rowsum, zp, scale, out)
+        out = matvec(q, wt, rowsum, zp, scale, out)
     out = activate(out, o.fused_activation_function)
     return out.reshape(*x.shape[:-1], units) if o.keep_num_dims else out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.ops.base import Node, activate
-from runtime.ops.hybrid import _matvec, _quantize_rows
+from runtime.ops.hybrid import matvec, quantize_rows
 from runtime.ops.lstm import BIAS, C_STATE, H_STATE, NORM, PEEP, PROJ_B, PROJ_W, W_H, W_X
 from runtime.ir.options import Activation
 
@@ -183,10 +183,10 @@ def unidirectional_sequence_lstm(node: Node, *ins: np.ndarray, aux: np.ndarray |
         xt = np.ascontiguousarray(seq[t], dtype=F32)
         # Both the input and the output state are quantized per batch row before the gates; an
         # all-zero one is skipped (its products would add exactly 0 anyway).
-        qx = _quantize_rows(xt, asym) if xt.any() else None
+        qx = quantize_rows(xt, asym) if xt.any() else None
         at = None if aux_seq is None else np.ascontiguousarray(aux_seq[t], dtype=F32)
-        qa = _quantize_rows(at, asym) if at is not None and at.any() else None
-        qh = _quantize_rows(h, asym) if h.any() else None
+        qa = quantize_rows(at, asym) if at is not None and at.any() else None
+        qh = quantize_rows(h, asym) if h.any() else None
 
         def gate(g: int, peephole: int | None) -> np.ndarray:
             norm, bias = arg(NORM[g]), arg(BIAS[g])
@@ -196,7 +196,7 @@ def unidirectional_sequence_lstm(node: Node, *ins: np.ndarray, aux: np.ndarray |
                 if qv is not None and (src, g) in prep:
                     wt, rowsum, s = prep[src, g]
                     q, sf, zp = qv
-                    acc = _matvec(q, wt, rowsum, zp, (sf * s).astype(F32)[:, None], acc)
+                    acc = matvec(q, wt, rowsum, zp, (sf * s).astype(F32)[:, None], acc)
             if ("peep", peephole) in prep:
                 acc = (acc + prep["peep", peephole] * c).astype(F32)
             if norm is not None:
@@ -221,8 +221,8 @@ def unidirectional_sequence_lstm(node: Node, *ins: np.ndarray, aux: np.ndarray |
                 else np.tile(pb.astype(F32), (n_batch, 1))
             if hidden.any():
                 wt, rowsum, s = prep["proj"]
-                q, sf, zp = _quantize_rows(hidden, asym)
-                h = _matvec(q, wt, rowsum, zp, (sf * s).astype(F32)[:, None], h)
+                q, sf, zp = quantize_rows(hidden, asym)
+                h = matvec(q, wt, rowsum, zp, (sf * s).astype(F32)[:, None], h)
             if o.proj_clip > 0:
                 h = np.clip(h, -F32(o.proj_clip), F32(o.proj_clip))
         else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.ops.base import Node, activate
-from runtime.ops.pool import _counts, _windows
+from runtime.ops.pool import window_counts, windows
 
 _F32 = np.float32
 
@@ -40,10 +40,10 @@ def local_response_normalization(node: Node, x: np.ndarray) -> np.ndarray:
 def l2_pool_2d(node: Node, x: np.ndarray) -> np.ndarray:
     """sqrt(sum of squares / count) over each window's in-image pixels, then the activation."""
     with np.errstate(over="ignore"):
-        views, geom = _windows(node, np.square(x), 0.0)
+        views, geom = windows(node, np.square(x), 0.0)
     total = views[0].astype(_F32, copy=True)
     for v in views[1:]:
         total += v
     with np.errstate(over="ignore", invalid="ignore"):
-        total /= node.cached("counts", lambda: _counts(node, geom))
+        total /= node.cached("counts", lambda: window_counts(node, geom))
         return activate(np.sqrt(total), node.options.fused_activation_function)

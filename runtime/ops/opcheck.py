@@ -12,14 +12,14 @@ from runtime.ir import options as opt
 from runtime.ir.errors import ModelError
 from runtime.ir.graph import DType, Graph, Tensor
 from runtime.ir.optypes import DATA_INPUT, OpType
-from runtime.ops.opcheck_base import (Shape, ShapeOf, ValueOf, _NO_KERNEL_TYPES, _QUANT_KERNEL_OPS,
-                                      _GENERIC_TABLES, out_size, pad_amounts, pool_taps, _fmt, _Op)
-from runtime.ops.opcheck_nn import (_binary, _unary, _rsqrt, _softmax, _leaky_relu, _dequantize, _quantize,
-                                    _cast, _conv, _depthwise, _transpose_conv, _fully_connected,
-                                    _batch_matmul, _pool, _l2_pool, _reduce, _resize, _lstm, _densify, _custom)
-from runtime.ops.opcheck_shape import (_concatenation, _pad, _reshape, _squeeze, _expand_dims, _transpose,
-                                       _strided_slice, _slice, _split, _split_v, _pack, _unpack, _shape,
-                                       _gather, _depth_to_space, _space_to_depth)
+from runtime.ops.opcheck_base import (Shape, ShapeOf, ValueOf, NO_KERNEL_TYPES, QUANT_KERNEL_OPS,
+                                      GENERIC_TABLES, out_size, pad_amounts, pool_taps, fmt, OpCheck)
+from runtime.ops.opcheck_nn import (binary, unary, rsqrt, check_softmax, leaky_relu, dequantize, check_quantize,
+                                    check_cast, conv, depthwise, transpose_conv, fully_connected,
+                                    batch_matmul, pool, l2_pool, reduce, check_resize, lstm, densify, check_custom)
+from runtime.ops.opcheck_shape import (check_concatenation, check_pad, check_reshape, squeeze, expand_dims, transpose,
+                                       strided_slice, check_slice, check_split, split_v, pack, unpack, check_shape,
+                                       check_gather, depth_to_space, space_to_depth)
 from runtime.ops.opcheck_math import RULES as _MATH_RULES
 from runtime.ops.opcheck_index import OWN_OUTPUT_TYPE as _INDEX_OWN_TYPES, RULES as _INDEX_RULES
 from runtime.ops.opcheck_sizing import OWN_OUTPUT_TYPE as _SIZING_OWN_TYPES, RULES as _SIZING_RULES
@@ -32,28 +32,28 @@ __all__ = ["Checked", "check_graph", "check_op", "check_options", "checked", "de
            "pad_amounts", "pool_taps"]
 
 
-_RULES: dict[OpType, Callable[[_Op], list]] = {
-    OpType.CUSTOM: _custom,
-    **{t: _binary for t in (OpType.ADD, OpType.SUB, OpType.MUL, OpType.DIV, OpType.MAXIMUM, OpType.MINIMUM,
+_RULES: dict[OpType, Callable[[OpCheck], list]] = {
+    OpType.CUSTOM: check_custom,
+    **{t: binary for t in (OpType.ADD, OpType.SUB, OpType.MUL, OpType.DIV, OpType.MAXIMUM, OpType.MINIMUM,
                             OpType.SQUARED_DIFFERENCE)},
-    OpType.LEAKY_RELU: _leaky_relu,
-    **{t: _unary for t in (OpType.RELU, OpType.RELU_N1_TO_1, OpType.RELU6, OpType.ELU,
+    OpType.LEAKY_RELU: leaky_relu,
+    **{t: unary for t in (OpType.RELU, OpType.RELU_N1_TO_1, OpType.RELU6, OpType.ELU,
                            OpType.LOGISTIC, OpType.TANH, OpType.EXP, OpType.LOG, OpType.SQRT,
                            OpType.ABS, OpType.NEG, OpType.HARD_SWISH)},
-    OpType.RSQRT: _rsqrt,
-    OpType.PRELU: _binary, OpType.SOFTMAX: _softmax, OpType.LOG_SOFTMAX: _softmax,
-    OpType.CAST: _cast, OpType.DEQUANTIZE: _dequantize, OpType.QUANTIZE: _quantize, OpType.DENSIFY: _densify,
-    OpType.CONV_2D: _conv, OpType.DEPTHWISE_CONV_2D: _depthwise, OpType.TRANSPOSE_CONV: _transpose_conv,
-    OpType.FULLY_CONNECTED: _fully_connected, OpType.BATCH_MATMUL: _batch_matmul,
-    OpType.AVERAGE_POOL_2D: _pool, OpType.MAX_POOL_2D: _pool, OpType.L2_POOL_2D: _l2_pool,
-    **{t: _reduce for t in (OpType.MEAN, OpType.SUM, OpType.REDUCE_MAX, OpType.REDUCE_MIN)},
-    OpType.CONCATENATION: _concatenation, OpType.PAD: _pad, OpType.PADV2: _pad, OpType.MIRROR_PAD: _pad,
-    OpType.RESHAPE: _reshape, OpType.SQUEEZE: _squeeze, OpType.EXPAND_DIMS: _expand_dims,
-    OpType.TRANSPOSE: _transpose, OpType.STRIDED_SLICE: _strided_slice, OpType.SLICE: _slice,
-    OpType.SPLIT: _split, OpType.SPLIT_V: _split_v, OpType.PACK: _pack, OpType.UNPACK: _unpack,
-    OpType.SHAPE: _shape, OpType.GATHER: _gather, OpType.DEPTH_TO_SPACE: _depth_to_space,
-    OpType.SPACE_TO_DEPTH: _space_to_depth, OpType.RESIZE_BILINEAR: _resize,
-    OpType.RESIZE_NEAREST_NEIGHBOR: _resize, OpType.UNIDIRECTIONAL_SEQUENCE_LSTM: _lstm,
+    OpType.RSQRT: rsqrt,
+    OpType.PRELU: binary, OpType.SOFTMAX: check_softmax, OpType.LOG_SOFTMAX: check_softmax,
+    OpType.CAST: check_cast, OpType.DEQUANTIZE: dequantize, OpType.QUANTIZE: check_quantize, OpType.DENSIFY: densify,
+    OpType.CONV_2D: conv, OpType.DEPTHWISE_CONV_2D: depthwise, OpType.TRANSPOSE_CONV: transpose_conv,
+    OpType.FULLY_CONNECTED: fully_connected, OpType.BATCH_MATMUL: batch_matmul,
+    OpType.AVERAGE_POOL_2D: pool, OpType.MAX_POOL_2D: pool, OpType.L2_POOL_2D: l2_pool,
+    **{t: reduce for t in (OpType.MEAN, OpType.SUM, OpType.REDUCE_MAX, OpType.REDUCE_MIN)},
+    OpType.CONCATENATION: check_concatenation, OpType.PAD: check_pad, OpType.PADV2: check_pad, OpType.MIRROR_PAD: check_pad,
+    OpType.RESHAPE: check_reshape, OpType.SQUEEZE: squeeze, OpType.EXPAND_DIMS: expand_dims,
+    OpType.TRANSPOSE: transpose, OpType.STRIDED_SLICE: strided_slice, OpType.SLICE: check_slice,
+    OpType.SPLIT: check_split, OpType.SPLIT_V: split_v, OpType.PACK: pack, OpType.UNPACK: unpack,
+    OpType.SHAPE: check_shape, OpType.GATHER: check_gather, OpType.DEPTH_TO_SPACE: depth_to_space,
+    OpType.SPACE_TO_DEPTH: space_to_depth, OpType.RESIZE_BILINEAR: check_resize,
+    OpType.RESIZE_NEAREST_NEIGHBOR: check_resize, OpType.UNIDIRECTIONAL_SEQUENCE_LSTM: lstm,
     **_MATH_RULES,  # comparisons, logic, selection, elementwise maths, arg/reductions, norms
     **_SIZING_RULES,  # batch<->space, shapes from values, WHERE, UNIQUE, top-k, segments, NMS
     **_INDEX_RULES,  # gather/scatter, reversal, diagonals, DYNAMIC_UPDATE_SLICE, EMBEDDING_LOOKUP, BUCKETIZE
@@ -78,7 +78,7 @@ def check_options(graph: Graph, i: int) -> None:
             got = _options_name(options)
             raise ModelError(f"{graph.describe_op(i)}: builtin options are {got}, {typed.__name__} expected")
         return
-    table = _GENERIC_TABLES.get(op.type)
+    table = GENERIC_TABLES.get(op.type)
     if not (isinstance(options, opt.GenericOptions) and options.table == table):
         want = f"{table} or none" if table else "none"
         raise ModelError(f"{graph.describe_op(i)}: builtin options are {_options_name(options)}, {want} expected")
@@ -98,9 +98,9 @@ def check_op(graph: Graph, i: int, shape_of: ShapeOf, value_of: ValueOf,
     if rule is None:
         return [None] * len(op.outputs), False
     check_options(graph, i)
-    c = _Op(graph, i, shape_of, value_of, model, check_graph)
+    c = OpCheck(graph, i, shape_of, value_of, model, check_graph)
     for t in (*op.inputs, *op.outputs):
-        if t >= 0 and graph.tensors[t].dtype in _NO_KERNEL_TYPES and not (
+        if t >= 0 and graph.tensors[t].dtype in NO_KERNEL_TYPES and not (
                 graph.tensors[t].dtype is DType.RESOURCE and resource_allowed(op, t)):  # variable handles
             raise c.fail(f"{graph.describe_tensor(t)} is {graph.tensors[t].dtype.name}, a type the kernels "
                          f"do not compute on")
@@ -127,7 +127,7 @@ _FLOAT_ONLY = frozenset({
 })
 
 
-def _check_types(c: _Op) -> None:
+def _check_types(c: OpCheck) -> None:
     """Each output has the type its kernel produces: the data input's (float32 where a float
     kernel runs 8-bit weights or computes in floating point)."""
     kind = c.op.type
@@ -138,7 +138,7 @@ def _check_types(c: _Op) -> None:
         return
     if kind in _FLOAT_ONLY and not c.eight_bit and data.dtype is not DType.FLOAT32:
         raise c.fail(f"{c.name(_DATA_INPUT.get(kind, 0))} is {data.dtype.name}; the float kernel takes FLOAT32"
-                     + (" (or 8-bit data with its quantization)" if kind in _QUANT_KERNEL_OPS else ""))
+                     + (" (or 8-bit data with its quantization)" if kind in QUANT_KERNEL_OPS else ""))
     for j, t in enumerate(c.op.outputs):
         if c.graph.tensors[t].dtype is not data.dtype:
             raise c.fail(f"{c.out_name(j)} is {c.graph.tensors[t].dtype.name}, but the kernel produces "
@@ -191,7 +191,7 @@ def check_graph(graph: Graph, input_shapes: dict[int, Shape] | None = None, stri
             declared = tensors[t].shape
             if strict and s != declared and not _fits_signature(tensors[t], s):
                 raise ModelError(f"{graph.describe_op(i)}: output {graph.describe_tensor(t)} is declared "
-                                 f"{_fmt(declared)}, but the op computes {_fmt(s)}")
+                                 f"{fmt(declared)}, but the op computes {fmt(s)}")
             if s != declared:
                 varying.add(t)
             shapes[t] = s

@@ -18,9 +18,9 @@ ValueOf = Callable[[int], "np.ndarray | None"]
 
 # Element types no kernel computes on (NumPy object arrays; packed int4 is refused by name when
 # the plan is built).
-_NO_KERNEL_TYPES = {DType.STRING, DType.RESOURCE, DType.VARIANT, DType.BFLOAT16}
-_EIGHT_BIT = {DType.INT8, DType.UINT8}
-_INDEX_TYPES = {DType.INT32, DType.INT64}
+NO_KERNEL_TYPES = {DType.STRING, DType.RESOURCE, DType.VARIANT, DType.BFLOAT16}
+EIGHT_BIT = {DType.INT8, DType.UINT8}
+INDEX_TYPES = {DType.INT32, DType.INT64}
 _QRANGE = {DType.INT8: (-128, 127), DType.UINT8: (0, 255), DType.INT32: (-(2**31), 2**31 - 1)}
 # Scales the 8-bit kernels can take: their float32 arithmetic (a fused activation's bound over the
 # scale, a multiplier from a ratio of scales) stays finite. Real models' scales lie far inside.
@@ -28,7 +28,7 @@ _SCALES = (2.0**-100, 2.0**100)
 
 # Ops whose 8-bit kernels read scales and zero points (runtime/ops/q*.py); on 8-bit data the
 # others only move elements, or have no 8-bit kernel and are refused when the plan is built.
-_QUANT_KERNEL_OPS = frozenset({
+QUANT_KERNEL_OPS = frozenset({
     OpType.CONV_2D, OpType.DEPTHWISE_CONV_2D, OpType.TRANSPOSE_CONV, OpType.FULLY_CONNECTED,
     OpType.BATCH_MATMUL, OpType.SQUARED_DIFFERENCE, OpType.ADD, OpType.SUB, OpType.MUL, OpType.RELU,
     OpType.RELU6, OpType.RELU_N1_TO_1, OpType.PRELU, OpType.LEAKY_RELU, OpType.LOGISTIC, OpType.TANH,
@@ -37,7 +37,7 @@ _QUANT_KERNEL_OPS = frozenset({
 })
 
 # The schema's options table of ops that have one but no typed class here (read as GenericOptions).
-_GENERIC_TABLES = {
+GENERIC_TABLES = {
     OpType.PAD: "PadOptions", OpType.PADV2: "PadV2Options", OpType.EXPAND_DIMS: "ExpandDimsOptions",
     OpType.TRANSPOSE: "TransposeOptions", OpType.SLICE: "SliceOptions", OpType.EXP: "ExpOptions",
     OpType.LOG_SOFTMAX: "LogSoftmaxOptions", OpType.ABS: "AbsOptions", OpType.NEG: "NegOptions",
@@ -72,11 +72,11 @@ def pool_taps(size: int, out: int, k: int, stride: int, before: int) -> tuple[in
     return first, end, max(0, before - first), max(0, (out - 1) * stride - before + end - size)
 
 
-def _fmt(shape: Sequence[int]) -> str:
+def fmt(shape: Sequence[int]) -> str:
     return str(list(shape))
 
 
-class _Op:
+class OpCheck:
     """One op under check: its input shapes and known values, and messages naming op, tensor and field."""
 
     __slots__ = ("graph", "index", "op", "opts", "shape_of", "value_of", "deferred", "eight_bit", "model", "subcheck")
@@ -94,8 +94,8 @@ class _Op:
         first = (graph.tensors[data] if data >= 0 else None) if data is not None else next(
             (graph.tensors[t] for t in self.op.inputs if t >= 0 and not graph.tensors[t].is_constant), None)
         # The same choice runtime.ops.select_kernel makes: 8-bit data takes the integer kernel.
-        self.eight_bit = (first is not None and first.dtype in _EIGHT_BIT and self.op.type is not OpType.DEQUANTIZE
-                          and self.op.type in _QUANT_KERNEL_OPS)
+        self.eight_bit = (first is not None and first.dtype in EIGHT_BIT and self.op.type is not OpType.DEQUANTIZE
+                          and self.op.type in QUANT_KERNEL_OPS)
 
     def check_subgraph(self, sub: Graph, shapes: dict[int, Shape]) -> None:
         """Check another subgraph of the model at the input shapes this op hands it (IF, WHILE)."""
@@ -138,9 +138,9 @@ class _Op:
         s = self.shape(k)
         if ranks and len(s) not in ranks:
             want = " or ".join(str(r) for r in ranks)
-            raise self.fail(f"{self.name(k)} has shape {_fmt(s)}; rank {want} expected")
+            raise self.fail(f"{self.name(k)} has shape {fmt(s)}; rank {want} expected")
         if positive and any(d < 1 for d in s):
-            raise self.fail(f"{self.name(k)} has shape {_fmt(s)}; every dimension must be at least 1")
+            raise self.fail(f"{self.name(k)} has shape {fmt(s)}; every dimension must be at least 1")
         return s
 
     def arity(self, lo: int, hi: int | None, outs: int | None) -> None:
@@ -167,7 +167,7 @@ class _Op:
     def ints(self, k: int, what: str, size: int | None = None, min_size: int = 0) -> list[int] | None:
         """Input k's integer values, flattened, or None when not known before the op runs."""
         tensor = self.tensor(k)
-        if tensor.dtype not in _INDEX_TYPES:
+        if tensor.dtype not in INDEX_TYPES:
             raise self.fail(f"{self.name(k)} ({what}) is {tensor.dtype.name}; INT32 or INT64 expected")
         n = math.prod(self.shape(k))
         if size is not None and n != size:
@@ -242,7 +242,7 @@ class _Op:
 # -- geometry -------------------------------------------------------------------------------------
 
 
-def _window(c: _Op, x: Shape, kh: int, kw: int, dilated: bool) -> tuple[int, int]:
+def check_window(c: OpCheck, x: Shape, kh: int, kw: int, dilated: bool) -> tuple[int, int]:
     """Strides, dilations and padding of a windowed op; its output height and width."""
     o = c.opts
     if not isinstance(o.padding, opt.Padding):
@@ -259,20 +259,20 @@ def _window(c: _Op, x: Shape, kh: int, kw: int, dilated: bool) -> tuple[int, int
     return out_size(o.padding, h, kh, sh, dh), out_size(o.padding, w, kw, sw, dw)
 
 
-def _bias(c: _Op, k: int, channels: int) -> None:
+def check_bias(c: OpCheck, k: int, channels: int) -> None:
     if c.has(k):
         b = c.rank(k, 1)
         if b[0] != channels:
-            raise c.fail(f"{c.name(k)} has shape {_fmt(b)}; {channels} values (one per output channel) expected")
+            raise c.fail(f"{c.name(k)} has shape {fmt(b)}; {channels} values (one per output channel) expected")
         if c.eight_bit and c.tensor(k).dtype is not DType.INT32:
             raise c.fail(f"{c.name(k)} is {c.tensor(k).dtype.name}; an 8-bit op takes an INT32 bias")
 
 
-def _hybrid(c: _Op, data: int, k: int, channels: int, axis: int) -> None:
+def check_hybrid(c: OpCheck, data: int, k: int, channels: int, axis: int) -> None:
     """Float data with 8-bit constant weights (dynamic-range quantization): the hybrid kernels
     need int8 weights with symmetric scales, one per tensor or per output channel."""
     x, w = c.tensor(data), c.tensor(k)
-    if x.dtype.np.kind != "f" or not w.is_constant or w.dtype not in _EIGHT_BIT:
+    if x.dtype.np.kind != "f" or not w.is_constant or w.dtype not in EIGHT_BIT:
         return
     name = printable(w.name)
     if w.dtype is not DType.INT8:
@@ -284,6 +284,6 @@ def _hybrid(c: _Op, data: int, k: int, channels: int, axis: int) -> None:
         raise c.fail(f"int8 weights '{name}' have a non-zero zero point; hybrid kernels need symmetric weights")
 
 
-def _weights_type(c: _Op, data: int, k: int) -> None:
+def weights_type(c: OpCheck, data: int, k: int) -> None:
     if c.eight_bit and c.tensor(k).dtype is not c.tensor(data).dtype:
         raise c.fail(f"{c.name(k)} is {c.tensor(k).dtype.name} weights for {c.tensor(data).dtype.name} data")

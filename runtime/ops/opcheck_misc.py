@@ -2,7 +2,7 @@
 draws and the StableHLO gather/scatter/window ops (runtime/ops/misc_kernels.py). Registered in
 runtime/ops/opcheck.py's _RULES; every rule checks its own output types.
 
-Each rule gets the op under check (runtime.ops.opcheck_base._Op) and returns its output shapes, None where
+Each rule gets the op under check (runtime.ops.opcheck_base.OpCheck) and returns its output shapes, None where
 only a run-time value can tell. Where LiteRT's kernel would read or write outside a tensor (an
 index vector dimension past the indices' rank, a negative scatter target) the model is refused:
 LiteRT's answer there is undefined."""

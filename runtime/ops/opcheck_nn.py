@@ -1,6 +1,6 @@
 """Op rules of the core compute ops: arithmetic, activations, quantize/cast, convolutions, dense, pools, reductions, resize, LSTM, custom ops.
 
-Each rule gets the op under check (runtime/ops/opcheck_base.py _Op) and returns its output shapes, None where
+Each rule gets the op under check (runtime/ops/opcheck_base.py OpCheck) and returns its output shapes, None where
 only the run can tell."""
 
 from __future__ import annotations
@@ -12,31 +12,31 @@ import numpy as np
 from runtime.ir import options as opt
 from runtime.ir.graph import DType
 from runtime.ir.optypes import OpType
-from runtime.ops.opcheck_base import Shape, _EIGHT_BIT, _fmt, _Op, _window, _bias, _hybrid, _weights_type
+from runtime.ops.opcheck_base import Shape, EIGHT_BIT, fmt, OpCheck, check_window, check_bias, check_hybrid, weights_type
 from runtime.ops.opcheck_math import float_in_out
 
 
 # -- rules: each returns the op's output shapes (None where only the run can tell) ---------------
 
 
-def _binary(c: _Op):
+def binary(c: OpCheck):
     c.arity(2, 2, 1)
     a, b = c.shape(0), c.shape(1)
     x, y = c.tensor(0), c.tensor(1)
     # Float data with 8-bit constant weights is left to the plan, which names the missing hybrid kernel.
-    if x.dtype is not y.dtype and not (x.dtype.np.kind == "f" and y.is_constant and y.dtype in _EIGHT_BIT):
+    if x.dtype is not y.dtype and not (x.dtype.np.kind == "f" and y.is_constant and y.dtype in EIGHT_BIT):
         c.same_type(0, 1)
     try:
         out = tuple(np.broadcast_shapes(a, b))
     except ValueError:
-        raise c.fail(f"shapes {_fmt(a)} of {c.graph.describe_tensor(c.slot(0))} and {_fmt(b)} of "
+        raise c.fail(f"shapes {fmt(a)} of {c.graph.describe_tensor(c.slot(0))} and {fmt(b)} of "
                      f"{c.graph.describe_tensor(c.slot(1))} do not broadcast") from None
     if c.eight_bit:
         c.quantized(0, 1, "out")
     return [out]
 
 
-def _unary(c: _Op):
+def unary(c: OpCheck):
     c.arity(1, 1, 1)
     x = c.shape(0)
     if c.eight_bit:
@@ -44,18 +44,18 @@ def _unary(c: _Op):
     return [x]
 
 
-def _rsqrt(c: _Op):
+def rsqrt(c: OpCheck):
     """elementwise.cc IsRsqrtSupportedType: float32 or int8 (and int16), never uint8."""
     if c.tensor(0).dtype is DType.UINT8:
         raise c.fail(f"{c.name(0)} is UINT8; RSQRT takes FLOAT32 or INT8")
-    return _unary(c)
+    return unary(c)
 
 
-def _softmax(c: _Op):
+def check_softmax(c: OpCheck):
     c.arity(1, 1, 1)
     x = c.shape(0)
     if not x or x[-1] < 1:
-        raise c.fail(f"{c.name(0)} has shape {_fmt(x)}; softmax needs a last dimension of at least 1")
+        raise c.fail(f"{c.name(0)} has shape {fmt(x)}; softmax needs a last dimension of at least 1")
     if c.eight_bit:
         c.quantized(0)
         beta = c.opts.beta if c.opts is not None else 1.0
@@ -64,14 +64,14 @@ def _softmax(c: _Op):
     return [x]
 
 
-def _leaky_relu(c: _Op):
-    out = _unary(c)
+def leaky_relu(c: OpCheck):
+    out = unary(c)
     if c.eight_bit and not math.isfinite(c.opts.alpha):
         raise c.fail(f"options.alpha is {c.opts.alpha}; the 8-bit kernel needs a finite alpha")
     return out
 
 
-def _dequantize(c: _Op):
+def dequantize(c: OpCheck):
     c.arity(1, 1, 1)
     x = c.tensor(0)
     if x.dtype.np.kind in "iu":
@@ -83,12 +83,12 @@ def _dequantize(c: _Op):
     return [c.shape(0)]
 
 
-def _quantize(c: _Op):
+def check_quantize(c: OpCheck):
     c.arity(1, 1, 1)
     y = c.out_tensor()
     if y.dtype is DType.INT16:  # 16x8 quantization: the plan refuses it, naming the tensor
         return [c.shape(0)]
-    if y.dtype not in _EIGHT_BIT:
+    if y.dtype not in EIGHT_BIT:
         raise c.fail(f"{c.out_name()} is {y.dtype.name}; QUANTIZE writes INT8 or UINT8")
     x = c.tensor(0)
     if x.dtype.np.kind == "f":
@@ -96,77 +96,77 @@ def _quantize(c: _Op):
             raise c.fail(f"{c.out_name()} has no quantization parameters")
         if not all(math.isfinite(s) and s > 0 for s in y.quant.scale):
             raise c.fail(f"{c.out_name()} has a zero, negative or non-finite quantization scale")
-    elif x.dtype in _EIGHT_BIT:
+    elif x.dtype in EIGHT_BIT:
         c.quantized(0, "out")
     else:
         raise c.fail(f"{c.name(0)} is {x.dtype.name}; QUANTIZE reads float or 8-bit data")
     return [c.shape(0)]
 
 
-def _cast(c: _Op):
+def check_cast(c: OpCheck):
     c.arity(1, 1, 1)
     return [c.shape(0)]
 
 
-def _conv(c: _Op):
+def conv(c: OpCheck):
     c.arity(2, 3, 1)
     x = c.rank(0, 4, positive=True)
     w = c.rank(1, 4, positive=True)
     cout, kh, kw, cin = w
     if x[3] != cin:
-        raise c.fail(f"{c.name(0)} has {x[3]} channels, filter {c.name(1)} of shape {_fmt(w)} expects {cin}"
+        raise c.fail(f"{c.name(0)} has {x[3]} channels, filter {c.name(1)} of shape {fmt(w)} expects {cin}"
                      + (" (grouped convolution is not supported)" if x[3] % cin == 0 else ""))
-    _bias(c, 2, cout)
-    oh, ow = _window(c, x, kh, kw, dilated=True)
+    check_bias(c, 2, cout)
+    oh, ow = check_window(c, x, kh, kw, dilated=True)
     if c.eight_bit:
-        _weights_type(c, 0, 1)
+        weights_type(c, 0, 1)
         c.quantized(0, "out")
         c.weights(1, cout, 0)
-    _hybrid(c, 0, 1, cout, 0)
+    check_hybrid(c, 0, 1, cout, 0)
     return [(x[0], oh, ow, cout)]
 
 
-def _depthwise(c: _Op):
+def depthwise(c: OpCheck):
     c.arity(2, 3, 1)
     x = c.rank(0, 4, positive=True)
     w = c.rank(1, 4, positive=True)
     _, kh, kw, cout = w
     if w[0] != 1:
-        raise c.fail(f"filter {c.name(1)} has shape {_fmt(w)}; its first dimension must be 1")
+        raise c.fail(f"filter {c.name(1)} has shape {fmt(w)}; its first dimension must be 1")
     if cout % x[3]:
         raise c.fail(f"filter {c.name(1)} has {cout} channels, not a multiple of the {x[3]} channels of {c.name(0)}")
-    _bias(c, 2, cout)
-    oh, ow = _window(c, x, kh, kw, dilated=True)
+    check_bias(c, 2, cout)
+    oh, ow = check_window(c, x, kh, kw, dilated=True)
     if c.eight_bit:
-        _weights_type(c, 0, 1)
+        weights_type(c, 0, 1)
         c.quantized(0, "out")
         c.weights(1, cout, 3)
-    _hybrid(c, 0, 1, cout, 3)
+    check_hybrid(c, 0, 1, cout, 3)
     # The integer kernels sum a filter's products exactly in float32 (runtime/ops/qconv.py, hybrid.py).
     product = (255 * 255 if c.tensor(0).dtype is DType.UINT8 else 128 * 128) if c.eight_bit else 255 * 128
-    if (c.eight_bit or c.tensor(1).dtype in _EIGHT_BIT) and kh * kw * product > 2**24:
+    if (c.eight_bit or c.tensor(1).dtype in EIGHT_BIT) and kh * kw * product > 2**24:
         raise c.fail(f"filter {c.name(1)} of {kh}x{kw} is too large for exact float32 sums")
     return [(x[0], oh, ow, cout)]
 
 
-def _transpose_conv(c: _Op):
+def transpose_conv(c: OpCheck):
     c.arity(3, 4, 1)
     w = c.rank(1, 4, positive=True)
     x = c.rank(2, 4, positive=True)
     cout, kh, kw, cin = w
     if x[3] != cin:
-        raise c.fail(f"{c.name(2)} has {x[3]} channels, filter {c.name(1)} of shape {_fmt(w)} expects {cin}")
-    _bias(c, 3, cout)
+        raise c.fail(f"{c.name(2)} has {x[3]} channels, filter {c.name(1)} of shape {fmt(w)} expects {cin}")
+    check_bias(c, 3, cout)
     o = c.opts
     if not isinstance(o.padding, opt.Padding):
         raise c.fail(f"options.padding is {o.padding!r}, not SAME or VALID")
     c.option("stride_h", 1)
     c.option("stride_w", 1)
     if c.eight_bit:
-        _weights_type(c, 2, 1)
+        weights_type(c, 2, 1)
         c.quantized(2, "out")
         c.weights(1, cout, 0)
-    _hybrid(c, 2, 1, cout, 0)
+    check_hybrid(c, 2, 1, cout, 0)
     shape = c.ints(0, "output shape", size=4)
     if shape is None:
         return [None]
@@ -175,7 +175,7 @@ def _transpose_conv(c: _Op):
     return [tuple(shape)]
 
 
-def _fully_connected(c: _Op):
+def fully_connected(c: OpCheck):
     c.arity(2, 3, 1)
     o = c.opts
     x = c.rank(0)
@@ -185,54 +185,54 @@ def _fully_connected(c: _Op):
         raise c.fail(f"options.weights_format is {o.weights_format}; only the default layout (0) is supported")
     size = math.prod(x)
     if not x or size % depth:
-        raise c.fail(f"{c.name(0)} of shape {_fmt(x)} does not split into rows of {depth} for weights {c.name(1)}")
+        raise c.fail(f"{c.name(0)} of shape {fmt(x)} does not split into rows of {depth} for weights {c.name(1)}")
     if o.keep_num_dims and x[-1] != depth:
-        raise c.fail(f"{c.name(0)} has shape {_fmt(x)}; keep_num_dims needs its last dimension to be {depth}")
-    _bias(c, 2, units)
+        raise c.fail(f"{c.name(0)} has shape {fmt(x)}; keep_num_dims needs its last dimension to be {depth}")
+    check_bias(c, 2, units)
     if c.eight_bit:
-        _weights_type(c, 0, 1)
+        weights_type(c, 0, 1)
         c.quantized(0, "out")
         c.weights(1, units, 0)
-    _hybrid(c, 0, 1, units, 0)
+    check_hybrid(c, 0, 1, units, 0)
     return [x[:-1] + (units,) if o.keep_num_dims else (size // depth, units)]
 
 
-def _batch_matmul(c: _Op):
+def batch_matmul(c: OpCheck):
     c.arity(2, 2, 1)
     o = c.opts
     a, b = c.shape(0), c.shape(1)
     if len(a) < 2 or len(b) < 2:
-        raise c.fail(f"{c.name(0)} {_fmt(a)} and {c.name(1)} {_fmt(b)} must both have rank 2 or more")
+        raise c.fail(f"{c.name(0)} {fmt(a)} and {c.name(1)} {fmt(b)} must both have rank 2 or more")
     m, k = (a[-1], a[-2]) if o.adj_x else (a[-2], a[-1])
     k2, n = (b[-1], b[-2]) if o.adj_y else (b[-2], b[-1])
     if k != k2:
-        raise c.fail(f"inner dimensions differ: {k} of {c.name(0)} {_fmt(a)}, {k2} of {c.name(1)} {_fmt(b)}")
+        raise c.fail(f"inner dimensions differ: {k} of {c.name(0)} {fmt(a)}, {k2} of {c.name(1)} {fmt(b)}")
     try:
         batch = tuple(np.broadcast_shapes(a[:-2], b[:-2]))
     except ValueError:
-        raise c.fail(f"batch dimensions of {_fmt(a)} and {_fmt(b)} do not broadcast") from None
+        raise c.fail(f"batch dimensions of {fmt(a)} and {fmt(b)} do not broadcast") from None
     if c.eight_bit:
         c.quantized(0, 1, "out")
     return [batch + (m, n)]
 
 
-def _pool(c: _Op):
+def pool(c: OpCheck):
     c.arity(1, 1, 1)
     x = c.rank(0, 4, positive=True)
     kh, kw = c.option("filter_height", 1), c.option("filter_width", 1)
-    oh, ow = _window(c, x, kh, kw, dilated=False)
+    oh, ow = check_window(c, x, kh, kw, dilated=False)
     if c.eight_bit:
         c.quantized("out")
     return [(x[0], oh, ow, x[3])]
 
 
-def _l2_pool(c: _Op):
-    out = _pool(c)
+def l2_pool(c: OpCheck):
+    out = pool(c)
     float_in_out(c)
     return out
 
 
-def _reduce(c: _Op):
+def reduce(c: OpCheck):
     c.arity(2, 2, 1)
     x = c.shape(0)
     axes = c.ints(1, "axes")
@@ -240,7 +240,7 @@ def _reduce(c: _Op):
         return [None]
     picked = {c.axis(a, len(x), "reduction axis") for a in axes}
     if c.op.type in (OpType.REDUCE_MAX, OpType.REDUCE_MIN) and any(x[a] == 0 for a in picked):
-        raise c.fail(f"{c.name(0)} has shape {_fmt(x)}; cannot take a maximum or minimum over an empty axis")
+        raise c.fail(f"{c.name(0)} has shape {fmt(x)}; cannot take a maximum or minimum over an empty axis")
     if c.eight_bit:
         c.quantized(0, "out")
     if c.opts.keep_dims:
@@ -249,7 +249,7 @@ def _reduce(c: _Op):
 
 
 
-def _resize(c: _Op):
+def check_resize(c: OpCheck):
     c.arity(2, 2, 1)
     x = c.rank(0, 4, positive=True)
     o = c.opts
@@ -268,11 +268,11 @@ _W_X, _W_H, _PEEP, _LSTM_BIAS = (1, 2, 3, 4), (5, 6, 7, 8), (9, 10, 11), (12, 13
 _PROJ_W, _PROJ_B, _H_STATE, _C_STATE, _NORM = 16, 17, 18, 19, (20, 21, 22, 23)
 
 
-def _lstm(c: _Op):
+def lstm(c: OpCheck):
     c.arity(1, 24, 1)
     o = c.opts
     x = c.rank(0, 3)
-    if c.tensor(0).dtype in _EIGHT_BIT:  # lstm_eval's EvalInteger8x8_16 / 8x8_8: no kernel here yet
+    if c.tensor(0).dtype in EIGHT_BIT:  # lstm_eval's EvalInteger8x8_16 / 8x8_8: no kernel here yet
         raise c.fail(f"{c.name(0)} is {c.tensor(0).dtype.name}: full-integer LSTMs (8-bit activations, 16-bit "
                      f"cell state) are not supported; float32 and dynamic-range (int8 weights) LSTMs are")
     steps, batch, features = (x[0], x[1], x[2]) if o.time_major else (x[1], x[0], x[2])
@@ -282,12 +282,12 @@ def _lstm(c: _Op):
     h_state, c_state = c.rank(_H_STATE, 2), c.rank(_C_STATE, 2)
     units, out = c_state[1], h_state[1]
     if c_state[0] != batch or h_state[0] != batch:
-        raise c.fail(f"state shapes {_fmt(h_state)} and {_fmt(c_state)} do not match batch {batch}")
+        raise c.fail(f"state shapes {fmt(h_state)} and {fmt(c_state)} do not match batch {batch}")
 
     def need(k: int, shape: Shape, what: str) -> None:
         got = c.shape(k)
         if got != shape:
-            raise c.fail(f"{c.name(k)} ({what}) has shape {_fmt(got)}, {_fmt(shape)} expected")
+            raise c.fail(f"{c.name(k)} ({what}) has shape {fmt(got)}, {fmt(shape)} expected")
 
     gates = (1, 2, 3) if not c.has(_W_X[0]) else (0, 1, 2, 3)
     for g in gates:
@@ -304,24 +304,24 @@ def _lstm(c: _Op):
         raise c.fail(f"output state has {out} units, the cell {units}, and there is no projection")
     if c.tensor(0).dtype.np.kind == "f":  # dynamic-range weights: int8, one scale each
         if c.opts.diagonal_recurrent_tensors and any(
-                c.has(k) and c.tensor(k).is_constant and c.tensor(k).dtype in _EIGHT_BIT for k in _W_H):
+                c.has(k) and c.tensor(k).is_constant and c.tensor(k).dtype in EIGHT_BIT for k in _W_H):
             raise c.fail("options.diagonal_recurrent_tensors: a hybrid LSTM with diagonal recurrent weights is "
                          "not supported")
         for k in (*_W_X, *_W_H, *_PEEP, _PROJ_W):
             w = c.tensor(k) if c.has(k) else None
-            if w is not None and w.is_constant and w.dtype in _EIGHT_BIT:
+            if w is not None and w.is_constant and w.dtype in EIGHT_BIT:
                 if w.dtype is not DType.INT8 or w.quant is None or len(w.quant.scale) != 1:
                     raise c.fail(f"{c.name(k)} is {w.dtype.name} weights of a hybrid LSTM; INT8 with one "
                                  f"quantization scale expected")
     return [(steps, batch, out) if o.time_major else (batch, steps, out)]
 
 
-def _densify(c: _Op):
+def densify(c: OpCheck):
     c.arity(1, 1, 1)
     return [c.shape(0)]
 
 
-def _custom(c: _Op):
+def check_custom(c: OpCheck):
     """A registered custom op checks its inputs and parameters itself; an op no registry knows keeps
     the shapes the file declares (it runs only timing-only, costed from them)."""
     import runtime.ops  # noqa: F401  (registers the custom ops published models carry)

@@ -2,7 +2,7 @@
 bidirectional forms (runtime/ops/rnn.py, lstm_variants.py, svdf.py). Registered in runtime/ops/opcheck.py's
 _RULES; every rule checks its own output types.
 
-Each rule gets the op under check (runtime.ops.opcheck_base._Op) and returns its output shapes, None where
+Each rule gets the op under check (runtime.ops.opcheck_base.OpCheck) and returns its output shapes, None where
 only a run-time value can tell."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from typing import Sequence
 from runtime.ir import options as opt
 from runtime.ir.graph import DType
 from runtime.ir.optypes import OpType
-from runtime.ops.opcheck_base import _fmt
+from runtime.ops.opcheck_base import fmt
 
 F32 = DType.FLOAT32
 I8, I16, I32, U8 = DType.INT8, DType.INT16, DType.INT32, DType.UINT8
 
 
-def _outs(c, dtype: DType) -> None:
+def check_outs(c, dtype: DType) -> None:
     for j in range(len(c.op.outputs)):
         c.out_type(dtype, j)
 
@@ -27,7 +27,7 @@ def _outs(c, dtype: DType) -> None:
 def _need(c, k: int, shape: Sequence[int], what: str) -> None:
     got = c.shape(k)
     if tuple(got) != tuple(shape):
-        raise c.fail(f"{c.name(k)} ({what}) has shape {_fmt(got)}, {_fmt(shape)} expected")
+        raise c.fail(f"{c.name(k)} ({what}) has shape {fmt(got)}, {fmt(shape)} expected")
 
 
 def _variable(c, k: int, what: str) -> None:
@@ -60,7 +60,7 @@ def _is_hybrid(c, k: int) -> bool:
     return c.tensor(0).dtype is F32 and c.has(k) and c.tensor(k).dtype in (I8, U8)
 
 
-def _activation(c) -> None:
+def check_activation(c) -> None:
     act = c.opts.fused_activation_function
     if not isinstance(act, opt.Activation):
         raise c.fail(f"options.fused_activation_function is {act!r}, unknown")
@@ -75,7 +75,7 @@ def _rnn_cell(c, slots: Sequence[int], batch: int, features: int, hybrid: bool, 
     w_in, w_rec, bias, state = slots
     units, got = c.rank(w_in, 2)
     if got != features:
-        raise c.fail(f"{c.name(w_in)} (input weights) has shape {_fmt((units, got))}; {features} input features "
+        raise c.fail(f"{c.name(w_in)} (input weights) has shape {fmt((units, got))}; {features} input features "
                      f"expected")
     _need(c, w_rec, (units, units), "recurrent weights")
     _need(c, bias, (units,), "bias")
@@ -92,22 +92,22 @@ def _rnn_cell(c, slots: Sequence[int], batch: int, features: int, hybrid: bool, 
 
 def _rnn(c):
     c.arity(5, 5, 1)
-    _activation(c)
+    check_activation(c)
     c.typed(0, (F32,), "input")
     batch, features = c.rank(0, 2)
     units = _rnn_cell(c, (1, 2, 3, 4), batch, features, _is_hybrid(c, 1))
-    _outs(c, F32)
+    check_outs(c, F32)
     return [(batch, units)]
 
 
 def _sequence_rnn(c):
     c.arity(5, 5, 1)
-    _activation(c)
+    check_activation(c)
     c.typed(0, (F32,), "input")
     x = c.rank(0, 3)
     steps, batch = (x[0], x[1]) if c.opts.time_major else (x[1], x[0])
     units = _rnn_cell(c, (1, 2, 3, 4), batch, x[2], _is_hybrid(c, 1))
-    _outs(c, F32)
+    check_outs(c, F32)
     return [(steps, batch, units) if c.opts.time_major else (batch, steps, units)]
 
 
@@ -120,13 +120,13 @@ def _aux_input(c, x: tuple, slot: int, with_weights: bool, own_width: bool = Fal
     c.typed(slot, (F32,), "auxiliary input")
     if (a[:2] != x[:2]) if (own_width and with_weights) else (a != x):
         use = "auxiliary input" if with_weights else "backward input"
-        raise c.fail(f"{c.name(slot)} ({use}) has shape {_fmt(a)}; the input's {_fmt(x)} expected")
+        raise c.fail(f"{c.name(slot)} ({use}) has shape {fmt(a)}; the input's {fmt(x)} expected")
     return a[2]
 
 
 def _bidirectional_rnn(c):
     c.arity(9, 12, None)
-    _activation(c)
+    check_activation(c)
     o = c.opts
     outs = 1 if o.merge_outputs else 2
     if len(c.op.outputs) != outs:
@@ -146,7 +146,7 @@ def _bidirectional_rnn(c):
         raise c.fail(f"{c.name(1)} and {c.name(5)} differ in type; both directions take the same weights type")
     fw = _rnn_cell(c, (1, 2, 3, 4), batch, x[2], hybrid, x[2], 10 if with_weights else None)
     bw = _rnn_cell(c, (5, 6, 7, 8), batch, x[2], hybrid, x[2], 11 if with_weights else None)
-    _outs(c, F32)
+    check_outs(c, F32)
     shape = (lambda u: (steps, batch, u)) if o.time_major else (lambda u: (batch, steps, u))
     return [shape(fw + bw)] if o.merge_outputs else [shape(fw), shape(bw)]
 
@@ -168,7 +168,7 @@ def _lstm_cell(c, base: int, states: tuple[int, int], batch: int, features: int,
     h_state, c_state = c.rank(states[0], 2), c.rank(states[1], 2)
     units, out = c_state[1], h_state[1]
     if c_state[0] != batch or h_state[0] != batch:
-        raise c.fail(f"{what}state shapes {_fmt(h_state)} and {_fmt(c_state)} do not match batch {batch}")
+        raise c.fail(f"{what}state shapes {fmt(h_state)} and {fmt(c_state)} do not match batch {batch}")
     cifg = not c.has(w_x[0])
     if cifg != (not c.has(w_h[0])):
         raise c.fail(f"{what}input-gate weights must both be present or both absent (CIFG)")
@@ -227,13 +227,13 @@ def _lstm(c):
     if n not in (20, 24):
         raise c.fail(f"has {n} inputs; the full LSTM kernel takes 20, or 24 with layer normalization")
     c.arity(1, n, 1)
-    _activation(c)
+    check_activation(c)
     _clips(c)
     c.typed(0, (F32,), "input")
     batch, features = c.rank(0, 2)
     hybrid = _is_hybrid(c, 4)
     out = _lstm_cell(c, 1, (18, 19), batch, features, norm=range(20, n), hybrid=hybrid)
-    _outs(c, F32)
+    check_outs(c, F32)
     return [(batch, out)]
 
 
@@ -246,7 +246,7 @@ def _bidirectional_lstm(c):
     outs = 1 if o.merge_outputs else 2
     if len(c.op.outputs) != outs:
         raise c.fail(f"has {len(c.op.outputs)} outputs; {outs} expected with merge_outputs {bool(o.merge_outputs)}")
-    _activation(c)
+    check_activation(c)
     _clips(c)
     c.typed(0, (F32,), "input")
     x = c.rank(0, 3)
@@ -276,7 +276,7 @@ def _bidirectional_lstm(c):
     if (c.shape(2)[0], fw) != (c.shape(19)[0], bw):
         raise c.fail(f"the forward cell has {c.shape(2)[0]} units and {fw} outputs, the backward one "
                      f"{c.shape(19)[0]} and {bw}; LiteRT requires them equal")
-    _outs(c, F32)
+    check_outs(c, F32)
     shape = (lambda u: (steps, batch, u)) if o.time_major else (lambda u: (batch, steps, u))
     return [shape(fw + bw)] if o.merge_outputs else [shape(fw), shape(bw)]
 
@@ -289,7 +289,7 @@ def _svdf(c):
     if len(c.op.inputs) != 5:
         raise c.fail(f"has {len(c.op.inputs)} inputs; SVDF takes 5 (the bias, input 3, may be absent)")
     c.tensor(4)
-    _activation(c)
+    check_activation(c)
     batch, features = c.rank(0, 2)
     filters, got = c.rank(1, 2, positive=True)
     if got != features:
@@ -314,12 +314,12 @@ def _svdf(c):
         for k, what in ((3, "bias"), (4, "state")):
             if c.has(k):
                 c.typed(k, (F32,), what)
-        _outs(c, F32)
+        check_outs(c, F32)
     else:
         for k, what in ((1, "feature weights"), (2, "time weights"), (3, "bias"), (4, "state")):
             if c.has(k):
                 c.typed(k, (F32,), what)
-        _outs(c, F32)
+        check_outs(c, F32)
     return [(batch, units)]
 
 
@@ -333,7 +333,7 @@ def _svdf_int8(c) -> None:
         c.typed(k, (dtype,), what)
     if c.has(3):
         c.typed(3, (I32,), "bias")
-    _outs(c, I8)
+    check_outs(c, I8)
     c.quantized(0, 1, 2, 4, "out")
 
 

@@ -1,6 +1,6 @@
 """Op rules of the core data-movement ops: concatenation, padding, reshapes, transposes, slices, splits, packing, gathers, depth/space.
 
-Each rule gets the op under check (runtime/ops/opcheck_base.py _Op) and returns its output shapes, None where
+Each rule gets the op under check (runtime/ops/opcheck_base.py OpCheck) and returns its output shapes, None where
 only the run can tell."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import numpy as np
 from runtime.ir import options as opt
 from runtime.ir.graph import DType
 from runtime.ir.optypes import OpType
-from runtime.ops.opcheck_base import Shape, _INDEX_TYPES, _fmt, _Op
+from runtime.ops.opcheck_base import Shape, INDEX_TYPES, fmt, OpCheck
 
 
-def _concatenation(c: _Op):
+def check_concatenation(c: OpCheck):
     c.arity(1, None, 1)
     shapes = [c.shape(k) for k in range(len(c.op.inputs))]
     rank = len(shapes[0])
@@ -25,7 +25,7 @@ def _concatenation(c: _Op):
     c.same_type(*range(len(shapes)))
     for k, s in enumerate(shapes):
         if len(s) != rank or any(d != e for a, (d, e) in enumerate(zip(s, shapes[0])) if a != axis):
-            raise c.fail(f"{c.name(k)} has shape {_fmt(s)}, which does not concatenate with {_fmt(shapes[0])} "
+            raise c.fail(f"{c.name(k)} has shape {fmt(s)}, which does not concatenate with {fmt(shapes[0])} "
                          f"along axis {axis}")
     if c.eight_bit:
         c.quantized(*range(len(shapes)), "out")
@@ -41,7 +41,7 @@ def _concatenation(c: _Op):
     return [tuple(out)]
 
 
-def _pad(c: _Op):
+def check_pad(c: OpCheck):
     c.arity(2, 3 if c.op.type is OpType.PADV2 else 2, 1)
     x = c.shape(0)
     pads = c.ints(1, "paddings", size=2 * len(x))
@@ -64,7 +64,7 @@ def _pad(c: _Op):
     return [tuple(out)]
 
 
-def _resolve_shape(c: _Op, size: int, target: list[int], where: str) -> Shape:
+def _resolve_shape(c: OpCheck, size: int, target: list[int], where: str) -> Shape:
     if any(d < -1 for d in target) or target.count(-1) > 1:
         raise c.fail(f"{where} {target} is not a shape (dimensions >= 0, at most one -1)")
     known = math.prod(d for d in target if d != -1)
@@ -73,11 +73,11 @@ def _resolve_shape(c: _Op, size: int, target: list[int], where: str) -> Shape:
             raise c.fail(f"cannot reshape {size} elements to {where} {target}")
         return tuple(size // known if d == -1 else d for d in target)
     if known != size:
-        raise c.fail(f"cannot reshape {_fmt(c.shape(0))} ({size} elements) to {where} {target}")
+        raise c.fail(f"cannot reshape {fmt(c.shape(0))} ({size} elements) to {where} {target}")
     return tuple(target)
 
 
-def _reshape(c: _Op):
+def check_reshape(c: OpCheck):
     c.arity(1, 2, 1)
     x = c.shape(0)
     if c.has(1) and len(c.shape(1)) == 1 and c.shape(1)[0] > 0:
@@ -92,7 +92,7 @@ def _reshape(c: _Op):
     return [_resolve_shape(c, math.prod(x), target, where)]
 
 
-def _squeeze(c: _Op):
+def squeeze(c: OpCheck):
     c.arity(1, 1, 1)
     x = c.shape(0)
     dims = c.opts.squeeze_dims if c.opts is not None else ()
@@ -103,11 +103,11 @@ def _squeeze(c: _Op):
         raise c.fail(f"options.squeeze_dims {list(dims)} repeats an axis")
     for a in picked:
         if x[a] != 1:
-            raise c.fail(f"options.squeeze_dims names axis {a} of {c.name(0)} {_fmt(x)}, which is not 1")
+            raise c.fail(f"options.squeeze_dims names axis {a} of {c.name(0)} {fmt(x)}, which is not 1")
     return [tuple(d for a, d in enumerate(x) if a not in picked)]
 
 
-def _expand_dims(c: _Op):
+def expand_dims(c: OpCheck):
     c.arity(2, 2, 1)
     x = c.shape(0)
     axis = c.ints(1, "axis", min_size=1)
@@ -120,7 +120,7 @@ def _expand_dims(c: _Op):
     return [x[:a] + (1,) + x[a:]]
 
 
-def _transpose(c: _Op):
+def transpose(c: OpCheck):
     c.arity(2, 2, 1)
     x = c.shape(0)
     perm = c.ints(1, "permutation", size=len(x))
@@ -131,7 +131,7 @@ def _transpose(c: _Op):
     return [tuple(x[p] for p in perm)]
 
 
-def _strided_slice(c: _Op):
+def strided_slice(c: OpCheck):
     c.arity(3, 4, 1)
     x = c.shape(0)
     n = math.prod(c.shape(1))
@@ -159,10 +159,10 @@ def _strided_slice(c: _Op):
     try:
         return [np.broadcast_to(np.zeros((), np.uint8), x)[tuple(index)].shape]
     except (IndexError, ValueError, TypeError) as exc:
-        raise c.fail(f"begin {begin}, end {end}, strides {strides} do not slice {c.name(0)} {_fmt(x)}: {exc}") from None
+        raise c.fail(f"begin {begin}, end {end}, strides {strides} do not slice {c.name(0)} {fmt(x)}: {exc}") from None
 
 
-def _slice(c: _Op):
+def check_slice(c: OpCheck):
     c.arity(3, 3, 1)
     x = c.shape(0)
     begin = c.ints(1, "begin", size=len(x))
@@ -172,12 +172,12 @@ def _slice(c: _Op):
     out = []
     for a, (d, b, s) in enumerate(zip(x, begin, size)):
         if not 0 <= b <= d or s < -1 or (s >= 0 and b + s > d):
-            raise c.fail(f"begin {b} and size {s} do not fit dimension {a} of {c.name(0)} {_fmt(x)}")
+            raise c.fail(f"begin {b} and size {s} do not fit dimension {a} of {c.name(0)} {fmt(x)}")
         out.append(d - b if s == -1 else s)
     return [tuple(out)]
 
 
-def _split(c: _Op):
+def check_split(c: OpCheck):
     c.arity(2, 2, None)
     x = c.shape(1)
     n = c.option("num_splits", 1)
@@ -188,11 +188,11 @@ def _split(c: _Op):
         return [None] * n
     a = c.axis(axis[0], len(x), "split axis")
     if x[a] % n:
-        raise c.fail(f"dimension {a} of {c.name(1)} {_fmt(x)} does not split into {n} equal parts")
+        raise c.fail(f"dimension {a} of {c.name(1)} {fmt(x)} does not split into {n} equal parts")
     return [x[:a] + (x[a] // n,) + x[a + 1:]] * n
 
 
-def _split_v(c: _Op):
+def split_v(c: OpCheck):
     c.arity(3, 3, None)
     x = c.shape(0)
     n = len(c.op.outputs)
@@ -209,7 +209,7 @@ def _split_v(c: _Op):
     return [x[:a] + (rest if s == -1 else s,) + x[a + 1:] for s in sizes]
 
 
-def _pack(c: _Op):
+def pack(c: OpCheck):
     c.arity(1, None, 1)
     n = len(c.op.inputs)
     c.option("values_count", n, n)
@@ -217,13 +217,13 @@ def _pack(c: _Op):
     c.same_type(*range(n))
     for k, s in enumerate(shapes):
         if s != shapes[0]:
-            raise c.fail(f"{c.name(k)} has shape {_fmt(s)}, {c.name(0)} {_fmt(shapes[0])}; PACK needs them equal")
+            raise c.fail(f"{c.name(k)} has shape {fmt(s)}, {c.name(0)} {fmt(shapes[0])}; PACK needs them equal")
     x = shapes[0]
     a = c.axis(c.opts.axis, len(x) + 1, "options.axis")
     return [x[:a] + (n,) + x[a:]]
 
 
-def _unpack(c: _Op):
+def unpack(c: OpCheck):
     c.arity(1, 1, None)
     x = c.shape(0)
     if not x:
@@ -235,17 +235,17 @@ def _unpack(c: _Op):
     return [x[:a] + x[a + 1:]] * x[a]
 
 
-def _shape(c: _Op):
+def check_shape(c: OpCheck):
     c.arity(1, 1, 1)
-    if c.out_tensor().dtype not in _INDEX_TYPES:
+    if c.out_tensor().dtype not in INDEX_TYPES:
         raise c.fail(f"{c.out_name()} is {c.out_tensor().dtype.name}; SHAPE writes INT32 or INT64")
     return [(len(c.shape(0)),)]
 
 
-def _gather(c: _Op):
+def check_gather(c: OpCheck):
     c.arity(2, 2, 1)
     p, i = c.shape(0), c.shape(1)
-    if c.tensor(1).dtype not in _INDEX_TYPES:
+    if c.tensor(1).dtype not in INDEX_TYPES:
         raise c.fail(f"{c.name(1)} (indices) is {c.tensor(1).dtype.name}; INT32 or INT64 expected")
     if not p:
         raise c.fail(f"{c.name(0)} is a scalar; GATHER needs rank 1 or more")
@@ -257,14 +257,14 @@ def _gather(c: _Op):
             raise c.fail(f"options.batch_dims is {bd}, but the indices are a scalar")
         bd %= len(i)
     if bd > axis or bd > len(i) or p[:bd] != i[:bd]:
-        raise c.fail(f"options.batch_dims {o.batch_dims} does not fit params {_fmt(p)}, indices {_fmt(i)}, "
+        raise c.fail(f"options.batch_dims {o.batch_dims} does not fit params {fmt(p)}, indices {fmt(i)}, "
                      f"axis {axis}")
     if bd and math.prod(p[:bd]) < 1:
-        raise c.fail(f"options.batch_dims {bd} spans an empty batch of {_fmt(p)}")
+        raise c.fail(f"options.batch_dims {bd} spans an empty batch of {fmt(p)}")
     return [p[:axis] + i[bd:] + p[axis + 1:]]
 
 
-def _depth_to_space(c: _Op):
+def depth_to_space(c: OpCheck):
     c.arity(1, 1, 1)
     n, h, w, ch = c.rank(0, 4)
     b = c.option("block_size", 1)
@@ -273,7 +273,7 @@ def _depth_to_space(c: _Op):
     return [(n, h * b, w * b, ch // (b * b))]
 
 
-def _space_to_depth(c: _Op):
+def space_to_depth(c: OpCheck):
     c.arity(1, 1, 1)
     n, h, w, ch = c.rank(0, 4)
     b = c.option("block_size", 1)

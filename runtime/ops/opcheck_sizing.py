@@ -9,8 +9,8 @@ import numpy as np
 
 from runtime.ir.graph import DType
 from runtime.ir.optypes import OpType
-from runtime.ops.opcheck_base import _fmt
-from runtime.ops.opcheck_index import _EIGHT_BIT, _INDEX, _MAX_DIM, _MOVE_TYPES, _dims, _scalar, _vector
+from runtime.ops.opcheck_base import fmt
+from runtime.ops.opcheck_index import EIGHT_BIT, INDEX, MAX_DIM, MOVE_TYPES, check_dims, check_scalar, check_vector
 
 F32, F16, F64 = DType.FLOAT32, DType.FLOAT16, DType.FLOAT64
 I8, U8, I16, I32, I64, BOOL = DType.INT8, DType.UINT8, DType.INT16, DType.INT32, DType.INT64, DType.BOOL
@@ -27,7 +27,7 @@ def _out_types(c, j: int, allowed: Sequence[DType], what: str) -> DType:
 def _same_quant(c, k: int = 0, j: int = 0) -> None:
     """8-bit data moved as it is: TFLite requires the output's scale and zero point to be the input's."""
     x, y = c.tensor(k), c.out_tensor(j)
-    if x.dtype not in _EIGHT_BIT:
+    if x.dtype not in EIGHT_BIT:
         return
     qx, qy = x.quant, y.quant
     same = (qx is None and qy is None) or (qx is not None and qy is not None and qx.zero_point[:1] == qy.zero_point[:1]
@@ -40,7 +40,7 @@ def _same_quant(c, k: int = 0, j: int = 0) -> None:
 def _rank_in(c, k: int, lo: int, hi: int) -> tuple[int, ...]:
     s = c.shape(k)
     if not lo <= len(s) <= hi:
-        raise c.fail(f"{c.name(k)} has shape {_fmt(s)}; rank {lo} to {hi} expected")
+        raise c.fail(f"{c.name(k)} has shape {fmt(s)}; rank {lo} to {hi} expected")
     return s
 
 
@@ -55,9 +55,9 @@ def _block_and_pairs(c, what: str):
     m = len(x) - 2
     c.typed(1, (I32,), "block_shape")
     c.typed(2, (I32,), what)
-    block = _vector(c, 1, "block_shape", size=m)
+    block = check_vector(c, 1, "block_shape", size=m)
     if c.shape(2) != (m, 2):
-        raise c.fail(f"{c.name(2)} ({what}) has shape {_fmt(c.shape(2))}; {_fmt((m, 2))} expected")
+        raise c.fail(f"{c.name(2)} ({what}) has shape {fmt(c.shape(2))}; {fmt((m, 2))} expected")
     pairs = c.ints(2, what)
     _same_quant(c)
     if block is not None and any(b < 1 for b in block):
@@ -94,7 +94,7 @@ def _space_to_batch_nd(c):
     for i in range(m):
         size = x[1 + i] + pads[2 * i] + pads[2 * i + 1]
         if size % block[i]:
-            raise c.fail(f"dimension {1 + i} of {c.name(0)} {_fmt(x)}, padded to {size}, is not a multiple of "
+            raise c.fail(f"dimension {1 + i} of {c.name(0)} {fmt(x)}, padded to {size}, is not a multiple of "
                          f"block size {block[i]}")
         spatial.append(size // block[i])
     return [(x[0] * math.prod(block), *spatial, *x[1 + m:])]
@@ -106,9 +106,9 @@ def _space_to_batch_nd(c):
 def _tile(c):
     c.arity(2, 2, 1)
     x = c.shape(0)
-    c.typed(0, _MOVE_TYPES, "input")
-    c.typed(1, _INDEX, "multiples")
-    mult = _vector(c, 1, "multiples", size=len(x))
+    c.typed(0, MOVE_TYPES, "input")
+    c.typed(1, INDEX, "multiples")
+    mult = check_vector(c, 1, "multiples", size=len(x))
     if mult is None:
         return [None]
     if any(m < 0 for m in mult):
@@ -119,23 +119,23 @@ def _tile(c):
 def _broadcast_to(c):
     c.arity(2, 2, 1)
     x = c.shape(0)
-    c.typed(0, _MOVE_TYPES, "input")
-    c.typed(1, _INDEX, "shape")
+    c.typed(0, MOVE_TYPES, "input")
+    c.typed(1, INDEX, "shape")
     if c.shape(1) and c.shape(1)[0] > 8:
         raise c.fail(f"{c.name(1)} (shape) has {c.shape(1)[0]} dimensions; BROADCAST_TO supports at most 8")
-    shape = _dims(c, 1, "shape")
+    shape = check_dims(c, 1, "shape")
     if shape is None:
         return [None]
     if len(x) > len(shape) or any(d != 1 and d != s for d, s in zip(x[::-1], shape[::-1])):
-        raise c.fail(f"{c.name(0)} of shape {_fmt(x)} does not broadcast to {list(shape)}")
+        raise c.fail(f"{c.name(0)} of shape {fmt(x)} does not broadcast to {list(shape)}")
     return [shape]
 
 
 def _broadcast_args(c):
     c.arity(2, 2, 1)
-    c.typed(0, _INDEX, "shape")
+    c.typed(0, INDEX, "shape")
     c.same_type(0, 1)
-    a, b = _vector(c, 0, "shape"), _vector(c, 1, "shape")
+    a, b = check_vector(c, 0, "shape"), check_vector(c, 1, "shape")
     n = max(c.shape(0)[0], c.shape(1)[0])
     if a is not None and b is not None:
         a, b = [1] * (n - len(a)) + a, [1] * (n - len(b)) + b
@@ -147,11 +147,11 @@ def _broadcast_args(c):
 
 def _fill(c):
     c.arity(2, 2, 1)
-    c.typed(0, _INDEX, "dims")
-    _scalar(c, 1, "value", (F32, I8, U8, I16, I32, I64, BOOL))
-    if c.tensor(1).dtype in _EIGHT_BIT:
+    c.typed(0, INDEX, "dims")
+    check_scalar(c, 1, "value", (F32, I8, U8, I16, I32, I64, BOOL))
+    if c.tensor(1).dtype in EIGHT_BIT:
         _same_quant(c, 1)
-    dims = _dims(c, 0, "dims")
+    dims = check_dims(c, 0, "dims")
     return [dims]
 
 
@@ -173,16 +173,16 @@ def range_size(start, limit, delta) -> int:
 
 def _range(c):
     c.arity(3, 3, 1)
-    start = _scalar(c, 0, "start", (I32, I64, F32))
+    start = check_scalar(c, 0, "start", (I32, I64, F32))
     c.same_type(0, 1, 2)
-    limit, delta = _scalar(c, 1, "limit"), _scalar(c, 2, "delta")
+    limit, delta = check_scalar(c, 1, "limit"), check_scalar(c, 2, "delta")
     if start is None or limit is None or delta is None:
         return [None]
     try:
         n = range_size(start, limit, delta)
     except ValueError as exc:
         raise c.fail(f"start {start}, limit {limit}, delta {delta}: {exc}") from None
-    if n > _MAX_DIM:
+    if n > MAX_DIM:
         raise c.fail(f"start {start}, limit {limit}, delta {delta} make {n} elements, above 2**31 - 1")
     return [(n,)]
 
@@ -197,18 +197,18 @@ def _rank(c):
 def _one_hot(c):
     c.arity(4, 4, 1)
     x = c.shape(0)
-    c.typed(0, _INDEX, "indices")
-    depth = _scalar(c, 1, "depth", (I32,))
+    c.typed(0, INDEX, "indices")
+    depth = check_scalar(c, 1, "depth", (I32,))
     c.typed(2, (F32, I8, U8, I32, I64, BOOL), "on_value")
     c.same_type(2, 3)
-    _scalar(c, 2, "on_value")
-    _scalar(c, 3, "off_value")
+    check_scalar(c, 2, "on_value")
+    check_scalar(c, 3, "off_value")
     axis = c.opts.axis
     if not -1 <= axis <= len(x):
         raise c.fail(f"options.axis is {axis}; -1 to {len(x)} expected for indices of rank {len(x)}")
     if depth is None:
         return [None]
-    if not 0 <= depth <= _MAX_DIM:
+    if not 0 <= depth <= MAX_DIM:
         raise c.fail(f"{c.name(1)} (depth) is {depth}; it must be >= 0")
     a = len(x) if axis == -1 else axis
     return [x[:a] + (int(depth),) + x[a:]]
@@ -245,7 +245,7 @@ def _topk(c):
     c.arity(2, 2, 2)
     x = c.shape(0)
     c.typed(0, (F32, I8, U8, I16, I32, I64), "input")
-    k = _scalar(c, 1, "k", (I32,), vector_ok=True)
+    k = check_scalar(c, 1, "k", (I32,), vector_ok=True)
     if c.out_tensor(0).dtype is not c.tensor(0).dtype:
         raise c.fail(f"{c.out_name(0)} is {c.out_tensor(0).dtype.name}; the input's {c.tensor(0).dtype.name} expected")
     _out_types(c, 1, (I32,), "indices")
@@ -264,7 +264,7 @@ def _segment_ids(c, data: tuple[int, ...], rank_one: bool):
     c.typed(1, (I32,), "segment_ids")
     ids = c.shape(1)
     if (rank_one and len(ids) != 1) or len(ids) > len(data) or data[:len(ids)] != ids or not ids:
-        raise c.fail(f"{c.name(1)} (segment_ids) of shape {_fmt(ids)} is not a prefix of data {_fmt(data)}")
+        raise c.fail(f"{c.name(1)} (segment_ids) of shape {fmt(ids)} is not a prefix of data {fmt(data)}")
     return ids
 
 
@@ -287,11 +287,11 @@ def _unsorted_segment(c):
     c.arity(3, 3, 1)
     data = c.shape(0)
     ids = _segment_ids(c, data, rank_one=False)
-    n = _scalar(c, 2, "num_segments", (I32,), vector_ok=True)
+    n = check_scalar(c, 2, "num_segments", (I32,), vector_ok=True)
     values = c.value(1)
     if n is None or values is None:
         return [None]
-    if not 0 <= n <= _MAX_DIM:
+    if not 0 <= n <= MAX_DIM:
         raise c.fail(f"{c.name(2)} (num_segments) is {n}; it must be >= 0")
     top = int(np.max(values)) if np.size(values) else -1
     if top >= n:
@@ -306,18 +306,18 @@ def _nms(c):
     c.typed(0, (F32,), "boxes")
     c.typed(1, (F32,), "scores")
     if boxes[1] != 4 or c.shape(1) != boxes[:1]:
-        raise c.fail(f"boxes {_fmt(boxes)} and scores {_fmt(c.shape(1))} must be [n, 4] and [n]")
+        raise c.fail(f"boxes {fmt(boxes)} and scores {fmt(c.shape(1))} must be [n, 4] and [n]")
     for k, what in ((3, "iou_threshold"), (4, "score_threshold")) + (((5, "soft_nms_sigma"),) if soft else ()):
-        _scalar(c, k, what, (F32,))
+        check_scalar(c, k, what, (F32,))
     if soft:
-        sigma = _scalar(c, 5, "soft_nms_sigma")
+        sigma = check_scalar(c, 5, "soft_nms_sigma")
         if sigma is not None and not sigma >= 0:
             raise c.fail(f"{c.name(5)} (soft_nms_sigma) is {sigma}; it must be >= 0")
     _out_types(c, 0, (I32,), "selected indices")
     if soft:
         _out_types(c, 1, (F32,), "selected scores")
     _out_types(c, len(c.op.outputs) - 1, (I32,), "number selected")
-    n = _scalar(c, 2, "max_output_size", (I32,))
+    n = check_scalar(c, 2, "max_output_size", (I32,))
     if n is not None and n < 0:
         raise c.fail(f"{c.name(2)} (max_output_size) is {n}; it must be >= 0")
     # A constant max_output_size fixes the selection outputs' length (padded with zeros);

@@ -7,8 +7,8 @@ import math
 from runtime.ir import options as opt
 from runtime.ir.graph import DType
 from runtime.ir.optypes import OpType
-from runtime.ops.opcheck_base import _fmt
-from runtime.ops.opcheck_seq import _activation, _outs
+from runtime.ops.opcheck_base import fmt
+from runtime.ops.opcheck_seq import check_activation, check_outs
 
 F16, F32, F64 = DType.FLOAT16, DType.FLOAT32, DType.FLOAT64
 I8, I16, I32, I64, U8, BOOL = DType.INT8, DType.INT16, DType.INT32, DType.INT64, DType.UINT8, DType.BOOL
@@ -24,7 +24,7 @@ _MAX_DIM = 2**31 - 1
 def _conv3d_options(c) -> None:
     if not isinstance(c.opts.padding, opt.Padding):
         raise c.fail(f"options.padding is {c.opts.padding!r}, not SAME or VALID")
-    _activation(c)
+    check_activation(c)
     for f in ("stride_d", "stride_h", "stride_w", "dilation_d_factor", "dilation_h_factor", "dilation_w_factor"):
         c.option(f, 1, _MAX_DIM)
 
@@ -41,12 +41,12 @@ def _operands(c, data: int, filt: int, bias: int, in_axis: int, out_axis: int):
     x = c.rank(data, 5, positive=True)
     w = c.rank(filt, 5, positive=True)
     if x[4] != w[in_axis]:
-        raise c.fail(f"{c.name(data)} has {x[4]} channels, filter {c.name(filt)} of shape {_fmt(w)} "
+        raise c.fail(f"{c.name(data)} has {x[4]} channels, filter {c.name(filt)} of shape {fmt(w)} "
                      f"expects {w[in_axis]}")
     if c.has(bias):
         c.typed(bias, (F32,), "bias")
         if math.prod(c.shape(bias)) != w[out_axis]:
-            raise c.fail(f"{c.name(bias)} has shape {_fmt(c.shape(bias))}; {w[out_axis]} values "
+            raise c.fail(f"{c.name(bias)} has shape {fmt(c.shape(bias))}; {w[out_axis]} values "
                          "(one per output channel) expected")
     return x, w
 
@@ -63,7 +63,7 @@ def _conv3d(c):
         if n < 1:
             raise c.fail(f"filter extent {eff} along {axis} exceeds the input's {size} with VALID padding")
         out.append(n)
-    _outs(c, F32)
+    check_outs(c, F32)
     return [(x[0], *out, w[4])]
 
 
@@ -74,7 +74,7 @@ def _conv3d_transpose(c):
     if c.tensor(0).dtype is not I32:
         raise c.fail(f"{c.name(0)} (output shape) is {c.tensor(0).dtype.name}; INT32 expected")
     shape = c.ints(0, "output shape", size=5)
-    _outs(c, F32)
+    check_outs(c, F32)
     if shape is None:
         return [None]
     if any(d < 1 or d > _MAX_DIM for d in shape) or shape[0] != x[0] or shape[4] != w[3]:
@@ -107,14 +107,14 @@ def _embedding_lookup_sparse(c):
     c.typed(3, (F32,), "weights")
     c.typed(4, (F32,), "embedding table")
     if len(table) < 2:
-        raise c.fail(f"{c.name(4)} (embedding table) has shape {_fmt(table)}; rank 2 or more expected")
+        raise c.fail(f"{c.name(4)} (embedding table) has shape {fmt(table)}; rank 2 or more expected")
     if not idx[0] == ids[0] == weights[0]:
         raise c.fail(f"{c.name(0)}, {c.name(1)} and {c.name(3)} describe {ids[0]}, {idx[0]} and {weights[0]} "
                      f"lookups; they must agree")
     if idx[1] < 1 or dense[0] != idx[1]:
         raise c.fail(f"{c.name(2)} (dense shape) has {dense[0]} values for indices of rank {idx[1]}; they must "
                      f"agree and be at least 1")
-    _outs(c, F32)
+    check_outs(c, F32)
     dims = c.ints(2, "dense shape")
     if dims is None:
         return [None]
@@ -133,8 +133,8 @@ def _stablehlo_binary(c):
         raise c.fail(f"{c.name(0)} is {dtype.name}, {c.name(1)} {c.tensor(1).dtype.name}; they must agree")
     a, b = c.shape(0), c.shape(1)
     if a != b:
-        raise c.fail(f"{c.name(0)} {_fmt(a)} and {c.name(1)} {_fmt(b)} differ; {c.op.type.name} does not broadcast")
-    _outs(c, dtype)
+        raise c.fail(f"{c.name(0)} {fmt(a)} and {c.name(1)} {fmt(b)} differ; {c.op.type.name} does not broadcast")
+    check_outs(c, dtype)
     return [a]
 
 
@@ -165,7 +165,7 @@ def _stablehlo_pad(c):
         if not 0 <= n <= _MAX_DIM:
             raise c.fail(f"padding dimension {a} of size {d} by low {lo}, high {hi}, interior {it} gives {n}")
         out.append(n)
-    _outs(c, dtype)
+    check_outs(c, dtype)
     return [tuple(out)]
 
 
@@ -179,9 +179,9 @@ def _dilate(c):
     if c.tensor(1).dtype is not I32:
         raise c.fail(f"{c.name(1)} (dilations) is {c.tensor(1).dtype.name}; INT32 expected")
     if len(c.shape(1)) != 1:
-        raise c.fail(f"{c.name(1)} (dilations) has shape {_fmt(c.shape(1))}; a vector expected")
+        raise c.fail(f"{c.name(1)} (dilations) has shape {fmt(c.shape(1))}; a vector expected")
     d = c.ints(1, "dilations", size=len(x))
-    _outs(c, dtype)
+    check_outs(c, dtype)
     if d is None:
         return [None]
     out = []
@@ -222,7 +222,7 @@ def _reduce_window(c):
     out = window_output_shape(x, *attrs)
     if math.prod(out) * math.prod(attrs[0]) > _MAX_STEPS:
         raise c.fail(f"a window of {attrs[0]} over {math.prod(out)} outputs is more work than the testbed takes")
-    _outs(c, dtype)
+    check_outs(c, dtype)
     return [tuple(out)]
 
 

@@ -9,7 +9,7 @@ from runtime.ops.base import Node, activate, out_size, pad_before
 from runtime.ops.fast_select import fast, pool_work
 
 
-def _windows(node: Node, x: np.ndarray, fill: float):
+def windows(node: Node, x: np.ndarray, fill: float):
     o = node.options
     kh, kw, sh, sw = o.filter_height, o.filter_width, o.stride_h, o.stride_w
     _, h, w, _ = x.shape
@@ -26,7 +26,7 @@ def _windows(node: Node, x: np.ndarray, fill: float):
     return views, (h, w, oh, ow, pt, pl)
 
 
-def _counts(node: Node, geom) -> np.ndarray:
+def window_counts(node: Node, geom) -> np.ndarray:
     """How many in-image pixels each output window covers (TFLite divides by that, not by k*k)."""
     o = node.options
     h, w, oh, ow, pt, pl = geom
@@ -44,18 +44,18 @@ def average_pool_2d(node: Node, x: np.ndarray) -> np.ndarray:
     # numba (runtime/ops/fast_pool.py), one pass over the input; None: a case it leaves to this code.
     if (f := fast("fast_pool", pool_work(node, x))) is not None and (out := f.average_pool_2d(node, x)) is not None:
         return out
-    views, geom = _windows(node, x, 0.0)
+    views, geom = windows(node, x, 0.0)
     out = views[0].astype(np.float32, copy=True)
     for v in views[1:]:
         out += v
-    out /= node.cached("counts", lambda: _counts(node, geom))
+    out /= node.cached("counts", lambda: window_counts(node, geom))
     return activate(out, node.options.fused_activation_function)
 
 
 def max_pool_2d(node: Node, x: np.ndarray) -> np.ndarray:
     if (f := fast("fast_pool", pool_work(node, x))) is not None and (out := f.max_pool_2d(node, x)) is not None:
         return out
-    views, _ = _windows(node, x, -np.inf)
+    views, _ = windows(node, x, -np.inf)
     out = views[0].copy()
     for v in views[1:]:
         np.maximum(out, v, out=out)

@@ -11,8 +11,8 @@ from runtime.ops import quant
 from runtime.ops import mathops
 from runtime.ops.base import Node
 from runtime.ops.compare import comparison
-from runtime.ops.qelementwise import _lut, _q
-from runtime.ops.reduce import _axes
+from runtime.ops.qelementwise import lookup_table, input_quant
+from runtime.ops.reduce import reduce_axes
 
 _LEFT_SHIFT = 8  # comparisons scale both sides up by 2**8 before rescaling
 
@@ -20,7 +20,7 @@ _LEFT_SHIFT = 8  # comparisons scale both sides up by 2**8 before rescaling
 def _rescaled(node: Node, k: int, q: np.ndarray) -> np.ndarray:
     """(q - zp) * 2**8 times the input's own scale as a fixed-point multiplier (no output scale:
     both sides land on the common real-number grid, so equal reals compare equal)."""
-    scale, zp = _q(node, k)
+    scale, zp = input_quant(node, k)
     m, sh = node.cached(f"cmp{k}", lambda: quant.quantize_multiplier(scale))
     return quant.rdbpot(quant.srdhm((q.astype(np.int64) - zp) << _LEFT_SHIFT, m), -sh)
 
@@ -32,7 +32,7 @@ less, less_equal, greater, greater_equal, equal, not_equal = (
 def relu_0_to_1(node: Node, x: np.ndarray) -> np.ndarray:
     """ReluX with bounds 0 and 1 (activations.cc QuantizedReluX): requantise, then clamp to
     [zp_out, zp_out + roundf(1 / s_out)] within the type's range."""
-    (s_in, zp_in), (s_out, zp_out) = _q(node, 0), _q(node, -1)
+    (s_in, zp_in), (s_out, zp_out) = input_quant(node, 0), input_quant(node, -1)
     m, sh = node.cached("relu", lambda: quant.quantize_multiplier(np.float64(np.float32(s_in) / np.float32(s_out))))
     qmin, qmax = quant.RANGES[x.dtype]
     lo = max(qmin, zp_out)
@@ -41,8 +41,8 @@ def relu_0_to_1(node: Node, x: np.ndarray) -> np.ndarray:
     return np.clip(v, lo, hi).astype(x.dtype)
 
 
-_gelu_exact = _lut(mathops.gelu_exact)
-_gelu_tanh = _lut(mathops.gelu_tanh)
+_gelu_exact = lookup_table(mathops.gelu_exact)
+_gelu_tanh = lookup_table(mathops.gelu_tanh)
 
 
 def gelu(node: Node, x: np.ndarray) -> np.ndarray:
@@ -91,7 +91,7 @@ def _wrap(v: np.ndarray) -> np.ndarray:
 def l2_normalization(node: Node, x: np.ndarray) -> np.ndarray:
     """Each vector along the last axis scaled by 1/sqrt(sum of (q - zp)^2) in fixed point, onto the
     output's fixed grid of 1/128 (zero point 0 for int8, 128 for uint8)."""
-    zp = _q(node, 0)[1]
+    zp = input_quant(node, 0)[1]
     d = x.astype(np.int64) - zp
     m, sh = _inv_sqrt(np.einsum("...i,...i->...", d, d))
     m, sh = m[..., None], sh[..., None]
@@ -110,7 +110,7 @@ def rsqrt(node: Node, x: np.ndarray) -> np.ndarray:
     """int8 RSQRT (elementwise.cc RsqrtEvalQuantizedInt8): 1/sqrt(q - zp) by the fixed-point inverse
     square root, scaled by 2**20, then rescaled by 1 / (sqrt(s_in) * s_out) (float32 product, as the
     C++ computes it) onto the output grid; q == zp gives the largest code, q < zp is refused."""
-    (s_in, zp_in), (s_out, zp_out) = _q(node, 0), _q(node, -1)
+    (s_in, zp_in), (s_out, zp_out) = input_quant(node, 0), input_quant(node, -1)
 
     def table():
         codes = np.arange(-128, 128, dtype=np.int64)
@@ -145,8 +145,8 @@ def _mbqm64(x: np.ndarray, m: int, sh: int) -> np.ndarray:
 def reduce_prod(node: Node, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
     """The product over the reduced positions in row-major order, each multiplication rescaled
     (reference_ops::QuantizedReduceProd), then one more rescale and the output zero point."""
-    axes = _axes(node, x, axis)
-    (s_in, zp_in), (s_out, zp_out) = _q(node, 0), _q(node, -1)
+    axes = reduce_axes(node, x, axis)
+    (s_in, zp_in), (s_out, zp_out) = input_quant(node, 0), input_quant(node, -1)
     kept = [a for a in range(x.ndim) if a not in axes]
     n = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
     m, sh = node.cached(f"prod{n}", lambda: prod_multiplier(s_in, s_out, n))

@@ -33,11 +33,11 @@ def average_pool_2d(node: Node, x: np.ndarray) -> np.ndarray:
         acc = x.sum(axis=(1, 2), keepdims=True, dtype=np.int64)
         n = np.int64(x.shape[1] * x.shape[2])
     else:
-        views, geom = pool._windows(node, x.astype(np.int64), 0)
+        views, geom = pool.windows(node, x.astype(np.int64), 0)
         acc = views[0].copy()
         for v in views[1:]:
             acc += v
-        n = node.cached("counts_int", lambda: pool._counts(node, geom).astype(np.int64))
+        n = node.cached("counts_int", lambda: pool.window_counts(node, geom).astype(np.int64))
     if x.dtype == np.int8:  # round half away from zero, in C integer division
         avg = np.where(acc > 0, (acc + n // 2) // n, -((-acc + n // 2) // n))
     else:
@@ -48,7 +48,7 @@ def average_pool_2d(node: Node, x: np.ndarray) -> np.ndarray:
 def max_pool_2d(node: Node, x: np.ndarray) -> np.ndarray:
     if (f := fast("fast_pool", pool_work(node, x))) is not None and (out := f.max_pool_2d(node, x)) is not None:
         return out
-    views, _ = pool._windows(node, x, np.iinfo(x.dtype).min)
+    views, _ = pool.windows(node, x, np.iinfo(x.dtype).min)
     out = views[0].copy()
     for v in views[1:]:
         np.maximum(out, v, out=out)
@@ -66,9 +66,9 @@ def sum_(node: Node, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
 
 
 def _mean_or_sum(node: Node, x: np.ndarray, axis: np.ndarray, divide: bool) -> np.ndarray:
-    from runtime.ops.reduce import _axes
+    from runtime.ops.reduce import reduce_axes
 
-    axes = _axes(node, x, axis)
+    axes = reduce_axes(node, x, axis)
     xq, yq = node.input(0).quant, node.output().quant
     n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     s = np.sum(x.astype(np.int64), axis=axes, keepdims=bool(node.options.keep_dims))

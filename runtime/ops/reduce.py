@@ -7,7 +7,7 @@ import numpy as np
 from runtime.ops.base import Node
 
 
-def _axes(node: Node, x: np.ndarray, axis: np.ndarray) -> tuple[int, ...]:
+def reduce_axes(node: Node, x: np.ndarray, axis: np.ndarray) -> tuple[int, ...]:
     rank = x.ndim
     axes = []
     for a in np.asarray(axis).reshape(-1):
@@ -18,9 +18,9 @@ def _axes(node: Node, x: np.ndarray, axis: np.ndarray) -> tuple[int, ...]:
     return tuple(sorted(set(axes)))
 
 
-def _reducer(fn):
+def reducer(fn):
     def kernel(node: Node, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
-        out = fn(x, axis=_axes(node, x, axis), keepdims=bool(node.options.keep_dims))
+        out = fn(x, axis=reduce_axes(node, x, axis), keepdims=bool(node.options.keep_dims))
         return np.asarray(out, dtype=x.dtype)
 
     kernel.__name__ = fn.__name__
@@ -36,7 +36,7 @@ def _mean(x, axis, keepdims):
     return np.trunc(s / n).astype(x.dtype)
 
 
-mean = _reducer(_mean)
-sum_ = _reducer(np.sum)
-reduce_max = _reducer(np.max)
-reduce_min = _reducer(np.min)
+mean = reducer(_mean)
+sum_ = reducer(np.sum)
+reduce_max = reducer(np.max)
+reduce_min = reducer(np.min)

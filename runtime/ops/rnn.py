@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.ops.base import Node, activate
-from runtime.ops.hybrid import _matvec, _quantize_rows
+from runtime.ops.hybrid import matvec, quantize_rows
 from runtime.ops.hybrid_lstm import eigen_tanh
 from runtime.ir.options import Activation
 
@@ -56,8 +56,8 @@ class _HybridCell:
         if not v.any():
             return acc
         wt, rowsum, scale = prepared
-        q, sf, zp = _quantize_rows(np.ascontiguousarray(v, dtype=F32), self.asym)
-        return _matvec(q, wt, rowsum, zp, (sf * scale).astype(F32)[:, None], acc)
+        q, sf, zp = quantize_rows(np.ascontiguousarray(v, dtype=F32), self.asym)
+        return matvec(q, wt, rowsum, zp, (sf * scale).astype(F32)[:, None], acc)
 
     def __call__(self, x: np.ndarray, aux: np.ndarray | None, h: np.ndarray, act: Activation) -> np.ndarray:
         acc = np.tile(self.b, (len(x), 1))

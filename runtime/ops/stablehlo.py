@@ -88,7 +88,7 @@ def _min(acc, v):
     return np.where(acc <= v, acc, v)
 
 
-_REDUCERS = {
+REDUCERS = {
     ReduceWindowFunction.ADD: np.add, ReduceWindowFunction.MUL: np.multiply,
     ReduceWindowFunction.MINIMUM: _min, ReduceWindowFunction.MAXIMUM: _max,
     ReduceWindowFunction.ALL: np.logical_and, ReduceWindowFunction.ANY: np.logical_or,
@@ -109,7 +109,7 @@ def reduce_window(node: Node, x: np.ndarray, init: np.ndarray, window: np.ndarra
     """Each output starts at the init value and takes the window's elements one at a time in
     row-major order, as StridedReduce does: here one whole-output step per window element, so
     float sums round in LiteRT's order. Booleans are int8 inside the kernel (their sums count)."""
-    fn = _REDUCERS.get(node.options.reduce_function)
+    fn = REDUCERS.get(node.options.reduce_function)
     if fn is None:
         raise node.fail(f"reduce_function {node.options.reduce_function!r} is not supported")
     window, strides, dilations = ([int(v) for v in np.asarray(a).reshape(-1)] for a in (window, strides, dilations))

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from runtime.ops.base import Node
-from runtime.ops.stablehlo import _REDUCERS, pad_positions, window_output_shape
+from runtime.ops.stablehlo import REDUCERS, pad_positions, window_output_shape
 from runtime.ir.options import ReduceWindowFunction
 from runtime.ir.optypes import OpType
 
@@ -169,7 +169,7 @@ def stablehlo_reduce_window(node: Node, x: np.ndarray, init: np.ndarray) -> np.n
     init value, then reduced over each window exactly as REDUCE_WINDOW does: every output starts
     at the init value and takes its window's elements one at a time in row-major order."""
     o = node.options
-    fn = _REDUCERS[WINDOW_BODIES[body_ops(node.graph, o.body_subgraph_index)]]
+    fn = REDUCERS[WINDOW_BODIES[body_ops(node.graph, o.body_subgraph_index)]]
     window, strides, base, dilations, pad = window_attributes(o, x.ndim)
     is_bool = x.dtype == np.bool_
     data = x.astype(np.int8) if is_bool else x

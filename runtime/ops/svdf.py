@@ -15,7 +15,7 @@ import numpy as np
 
 from runtime.ops import quant
 from runtime.ops.base import Node, activate
-from runtime.ops.hybrid import _matvec, _quantize_rows
+from runtime.ops.hybrid import matvec, quantize_rows
 from runtime.ops.hybrid_lstm import eigen_tanh
 from runtime.ops.qconv import exact_matmul
 from runtime.ir.options import Activation
@@ -70,8 +70,8 @@ def svdf_hybrid(node: Node, x, w_feature, w_time, bias=None, state=None) -> np.n
     acc = np.zeros((batch, filters), F32)
     rows = np.ascontiguousarray(x, dtype=F32)
     if rows.any():   # an all-zero input leaves the products at 0, as LiteRT skips them
-        q, sf, zp = _quantize_rows(rows, bool(o.asymmetric_quantize_inputs))
-        acc = _matvec(q, wt, rowsum, zp, (sf * fscale).astype(F32)[:, None], acc)
+        q, sf, zp = quantize_rows(rows, bool(o.asymmetric_quantize_inputs))
+        acc = matvec(q, wt, rowsum, zp, (sf * fscale).astype(F32)[:, None], acc)
     s[:, :, -1] = acc
     return _finish(node, _time_sum(s, w_time_f, o.rank, F32), bias)
 

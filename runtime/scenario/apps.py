@@ -23,8 +23,8 @@ from typing import Any
 
 from runtime.limits import counts as limits
 from runtime.ir.yamlcheck import Ctx, Key, flag, freeze, integer, kind, mapping, member, number, text
-from runtime.scenario.spec import (CpuSpec, DelegateSpec, ModelSpec, RunSpec, _cpu, _delegates, _device, _label,
-                                   _model)
+from runtime.scenario.spec import (CpuSpec, DelegateSpec, ModelSpec, RunSpec, check_cpu, check_delegates, check_device, cell_label,
+                                   check_model)
 
 __all__ = ["AppSpec", "ThermalRun", "AppsScenario", "apps_scenario", "APPS_KEYS", "WHEN_BUSY", "MAX_DURATION_S"]
 
@@ -100,7 +100,7 @@ def apps_scenario(ctx: Ctx, doc: dict[str, Any], source: Path, cell: tuple[tuple
         if key in doc:
             raise ctx.fail((key,), f"not used with apps: each app names its own {key}" if key in _APP else
                                    "not used with apps: frames arrive at each app's rate_hz for duration_s")
-    device, device_file = _device(ctx, doc["device"], ("device",), load.profiles)
+    device, device_file = check_device(ctx, doc["device"], ("device",), load.profiles)
     duration = number(ctx, doc["duration_s"], ("duration_s",), 0.001, MAX_DURATION_S)
     apps = _apps(ctx, doc["apps"], ("apps",), load)
     frames = sum(a.frames(duration) for a in apps)
@@ -115,7 +115,7 @@ def apps_scenario(ctx: Ctx, doc: dict[str, Any], source: Path, cell: tuple[tuple
         thermal=_thermal(ctx, doc.get("thermal"), ("thermal",)),
         trace_s=number(ctx, doc["trace_s"], ("trace_s",), 0.0, duration) if "trace_s" in doc else min(2.0, duration),
         timing_only=flag(ctx, doc.get("timing_only", True), ("timing_only",)),
-        cell=tuple((k, freeze(v)) for k, v in cell), label=_label(cell) if cell else name)
+        cell=tuple((k, freeze(v)) for k, v in cell), label=cell_label(cell) if cell else name)
 
 
 def _apps(ctx: Ctx, value: Any, path: Key, load) -> tuple[AppSpec, ...]:
@@ -135,11 +135,11 @@ def _app(ctx: Ctx, value: Any, path: Key, load) -> AppSpec:
     for key in ("name", "model", "rate_hz"):
         if key not in m:
             raise ctx.fail(path + (key,), "required key missing")
-    return AppSpec(name=text(ctx, m["name"], path + ("name",)), model=_model(ctx, m["model"], path + ("model",)),
+    return AppSpec(name=text(ctx, m["name"], path + ("name",)), model=check_model(ctx, m["model"], path + ("model",)),
                    rate_hz=_rate(ctx, m["rate_hz"], path + ("rate_hz",)),
-                   delegates=_delegates(ctx, m.get("delegates"), path + ("delegates",), load),
+                   delegates=check_delegates(ctx, m.get("delegates"), path + ("delegates",), load),
                    when_busy=member(ctx, m.get("when_busy", "drop"), path + ("when_busy",), WHEN_BUSY),
-                   cpu=_cpu(ctx, m.get("cpu", {}), path + ("cpu",)))
+                   cpu=check_cpu(ctx, m.get("cpu", {}), path + ("cpu",)))
 
 
 def _rate(ctx: Ctx, value: Any, path: Key) -> float:

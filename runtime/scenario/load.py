@@ -43,8 +43,8 @@ from runtime.ir.yamlcheck import (Ctx, Key, flag, freeze, integer, kind, mapping
                                text)
 from runtime.scenario.apps import apps_scenario
 # the specs are defined with the section checks both kinds of scenario share; importable from here as before
-from runtime.scenario.spec import (_FREE, _SCHEMA, DELEGATE_KINDS, CpuSpec, DelegateSpec, Distribution, InputSpec,
-                                   ModelSpec, Quantization, RunSpec, _cpu, _delegates, _device, _label, _Load, _model)
+from runtime.scenario.spec import (FREE, SCHEMA, DELEGATE_KINDS, CpuSpec, DelegateSpec, Distribution, InputSpec,
+                                   ModelSpec, Quantization, RunSpec, check_cpu, check_delegates, check_device, cell_label, Load, check_model)
 
 __all__ = ["Quantization", "Distribution", "DELEGATE_KINDS", "ModelSpec", "DelegateSpec", "CpuSpec",
            "InputSpec", "RunSpec", "Scenario", "load_scenario", "scenario_from_text", "known_profiles"]
@@ -99,8 +99,8 @@ def scenario_from_text(text: str, source: str | os.PathLike = "<string>",
     src = Path(source)
     data, lines = parse(text, str(src), ScenarioError)
     ctx = Ctx(str(src), src.parent.resolve(), lines, ScenarioError)
-    doc = mapping(ctx, data, (), _SCHEMA)
-    load = _Load(allow_external_delegates, known_profiles())
+    doc = mapping(ctx, data, (), SCHEMA)
+    load = Load(allow_external_delegates, known_profiles())
     cells = tuple(_scenario(replace(ctx, lines=cell_lines), cell_doc, src, cell, load)
                   for cell_doc, cell_lines, cell in _cells(ctx, doc))
     _check_total(ctx, doc, cells)
@@ -123,30 +123,30 @@ def known_profiles() -> tuple[str, ...]:
 
 
 def _scenario(ctx: Ctx, doc: dict[str, Any], source: Path, cell: tuple[tuple[str, Any], ...],
-              load: _Load) -> Scenario:
+              load: Load) -> Scenario:
     if any(key in doc for key in ("apps", "duration_s", "thermal", "trace_s")):   # runtime.scenario.apps.APPS_KEYS
         return apps_scenario(ctx, doc, source, cell, load)
     for key in ("device", "model"):
         if key not in doc:
             raise ctx.fail((key,), "required key missing")
-    device, device_file = _device(ctx, doc["device"], ("device",), load.profiles)
+    device, device_file = check_device(ctx, doc["device"], ("device",), load.profiles)
     name = text(ctx, doc.get("name", source.stem), ("name",))
     return Scenario(
         name=name, source=source.resolve(), device=device, device_file=device_file,
         api_level=integer(ctx, doc["api_level"], ("api_level",), least=21, most=40) if "api_level" in doc else None,
-        model=_model(ctx, doc["model"], ("model",)),
+        model=check_model(ctx, doc["model"], ("model",)),
         description=text(ctx, doc["description"], ("description",)) if "description" in doc else "",
-        delegates=_delegates(ctx, doc.get("delegates"), ("delegates",), load),
-        cpu=_cpu(ctx, doc.get("cpu", {}), ("cpu",)),
+        delegates=check_delegates(ctx, doc.get("delegates"), ("delegates",), load),
+        cpu=check_cpu(ctx, doc.get("cpu", {}), ("cpu",)),
         inputs=_inputs(ctx, doc.get("inputs", {}), ("inputs",)),
         runs=_runs(ctx, doc.get("runs", {}), ("runs",)),
         streams=integer(ctx, doc.get("streams", 1), ("streams",), most=limits.MAX_STREAMS),
         timing_only=flag(ctx, doc.get("timing_only", False), ("timing_only",)),
-        cell=tuple((k, freeze(v)) for k, v in cell), label=_label(cell) if cell else name)
+        cell=tuple((k, freeze(v)) for k, v in cell), label=cell_label(cell) if cell else name)
 
 
 def _inputs(ctx: Ctx, value: Any, path: Key) -> InputSpec:
-    m = mapping(ctx, value, path, _SCHEMA["inputs"])
+    m = mapping(ctx, value, path, SCHEMA["inputs"])
     if "file" in m:
         for key in ("distribution", "seed", "low", "high"):
             if key in m:
@@ -175,7 +175,7 @@ def _inputs(ctx: Ctx, value: Any, path: Key) -> InputSpec:
 
 
 def _runs(ctx: Ctx, value: Any, path: Key) -> RunSpec:
-    m = mapping(ctx, value, path, _SCHEMA["runs"])
+    m = mapping(ctx, value, path, SCHEMA["runs"])
     return RunSpec(integer(ctx, m.get("warmup", 1), path + ("warmup",), least=0, most=limits.MAX_WARMUP),
                    integer(ctx, m.get("count", 50), path + ("count",), most=limits.MAX_RUNS))
 
@@ -258,7 +258,7 @@ def _check_total(ctx: Ctx, doc: dict[str, Any], cells: tuple[Scenario, ...]) -> 
 # ---- the matrix
 
 
-def _schema_paths(tree: Mapping[str, Any] = _SCHEMA, prefix: str = "") -> Iterator[str]:
+def _schema_paths(tree: Mapping[str, Any] = SCHEMA, prefix: str = "") -> Iterator[str]:
     for key, sub in tree.items():
         yield prefix + key
         if isinstance(sub, dict):
@@ -269,9 +269,9 @@ def _target(ctx: Ctx, key: str, path: Key) -> tuple[str, ...]:
     parts = tuple(key.split("."))
     if parts[0] in _FIXED:
         raise ctx.fail(path, f"'{parts[0]}' cannot vary in a matrix")
-    level: Any = _SCHEMA
+    level: Any = SCHEMA
     for n, part in enumerate(parts):
-        if level == _FREE and part:
+        if level == FREE and part:
             return parts[:n + 1] if n + 1 == len(parts) else _bad_target(ctx, key, path)
         if not isinstance(level, dict) or part not in level:
             return _bad_target(ctx, key, path)

@@ -82,11 +82,11 @@ class RunSpec:
     count: int = 50
 
 
-# Key tree of the schema: a dict is a section with known keys, None a leaf, _FREE a mapping of any keys.
-_FREE = "free"
-_SCHEMA: dict[str, Any] = {
+# Key tree of the schema: a dict is a section with known keys, None a leaf, FREE a mapping of any keys.
+FREE = "free"
+SCHEMA: dict[str, Any] = {
     "name": None, "description": None, "device": None, "api_level": None,
-    "model": {"zoo": None, "args": _FREE, "path": None, "quantization": None},
+    "model": {"zoo": None, "args": FREE, "path": None, "quantization": None},
     "delegates": None, "cpu": {"threads": None},
     "inputs": {"distribution": None, "seed": None, "low": None, "high": None, "file": None},
     "runs": {"warmup": None, "count": None}, "streams": None, "timing_only": None, "matrix": None,
@@ -97,7 +97,7 @@ _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 @dataclass(frozen=True)
-class _Load:
+class Load:
     """What one load knows besides the document: the caller's trust, the shipped profiles."""
 
     allow_external: bool
@@ -107,7 +107,7 @@ class _Load:
 # ---- sections both kinds of scenario have
 
 
-def _device(ctx: Ctx, value: Any, path: Key, known: tuple[str, ...]) -> tuple[str, Path | None]:
+def check_device(ctx: Ctx, value: Any, path: Key, known: tuple[str, ...]) -> tuple[str, Path | None]:
     name = text(ctx, value, path)
     if "/" in name or os.sep in name or name.endswith((".yaml", ".yml")):
         found = ctx.file(name, path, "device profile file")
@@ -118,8 +118,8 @@ def _device(ctx: Ctx, value: Any, path: Key, known: tuple[str, ...]) -> tuple[st
     return name, None
 
 
-def _model(ctx: Ctx, value: Any, path: Key) -> ModelSpec:
-    m = mapping(ctx, value, path, _SCHEMA["model"])
+def check_model(ctx: Ctx, value: Any, path: Key) -> ModelSpec:
+    m = mapping(ctx, value, path, SCHEMA["model"])
     if ("zoo" in m) == ("path" in m):
         raise ctx.fail(path, "give exactly one of zoo (a model name) or path (a .tflite file)")
     q_path = path + ("quantization",)
@@ -164,7 +164,7 @@ def _zoo_args(ctx: Ctx, name: str, value: Any, path: Key) -> dict[str, Any]:
     return dict(args)
 
 
-def _delegates(ctx: Ctx, value: Any, path: Key, load: _Load) -> tuple[DelegateSpec, ...]:
+def check_delegates(ctx: Ctx, value: Any, path: Key, load: Load) -> tuple[DelegateSpec, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
@@ -172,7 +172,7 @@ def _delegates(ctx: Ctx, value: Any, path: Key, load: _Load) -> tuple[DelegateSp
     return tuple(_delegate(ctx, item, path + (i,), load) for i, item in enumerate(value))
 
 
-def _delegate(ctx: Ctx, item: Any, path: Key, load: _Load) -> DelegateSpec:
+def _delegate(ctx: Ctx, item: Any, path: Key, load: Load) -> DelegateSpec:
     if isinstance(item, str):
         name, options = item, None
     elif isinstance(item, dict) and len(item) == 1:
@@ -185,7 +185,7 @@ def _delegate(ctx: Ctx, item: Any, path: Key, load: _Load) -> DelegateSpec:
     return _external(ctx, options, path, load) if name == EXTERNAL else DelegateSpec(name, freeze(options))
 
 
-def _external(ctx: Ctx, m: dict[str, Any], path: Key, load: _Load) -> DelegateSpec:
+def _external(ctx: Ctx, m: dict[str, Any], path: Key, load: Load) -> DelegateSpec:
     mapping(ctx, m, path, ("path", "entry_point", "options"))
     if "path" not in m and "entry_point" not in m:
         raise ctx.fail(path + ("path",), "required key missing: the delegate factory as 'package.module:callable' "
@@ -213,15 +213,15 @@ def _external(ctx: Ctx, m: dict[str, Any], path: Key, load: _Load) -> DelegateSp
     return DelegateSpec(EXTERNAL, options, factory)
 
 
-def _cpu(ctx: Ctx, value: Any, path: Key) -> CpuSpec:
-    m = mapping(ctx, value, path, _SCHEMA["cpu"])
+def check_cpu(ctx: Ctx, value: Any, path: Key) -> CpuSpec:
+    m = mapping(ctx, value, path, SCHEMA["cpu"])
     return CpuSpec(integer(ctx, m["threads"], path + ("threads",), most=limits.MAX_THREADS) if "threads" in m else None)
 
 
 # ---- labels
 
 
-def _label(cell: tuple[tuple[str, Any], ...]) -> str:
+def cell_label(cell: tuple[tuple[str, Any], ...]) -> str:
     tails = [key.rsplit(".", 1)[-1] for key, _ in cell]
     return " ".join(f"{tail if tails.count(tail) == 1 else key}={_show(value, key == 'delegates')}"
                     for (key, value), tail in zip(cell, tails))

@@ -21,11 +21,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import simpy
 
-from runtime.sweep.cell import _delegate_factory, build_model, cell_profile, make_inputs
+from runtime.sweep.cell import delegate_factory, build_model, cell_profile, make_inputs
 from runtime.interpreter.api import Interpreter
 from runtime.ir.errors import ScenarioError
-from runtime.measure.figures import _boundary_interval, _per_op, latency_stats
-from runtime.measure.record import _delegate_records, _ms, _plain, nonfinite_records, unit_footprint
+from runtime.measure.figures import boundary_interval, per_op_times, latency_stats
+from runtime.measure.record import delegate_records, stats_ms, plain_value, nonfinite_records, unit_footprint
 from runtime.scenario.spec import InputSpec
 from sim.monitor import interval_joules
 from sim.soc import SoC
@@ -59,7 +59,7 @@ class Ledger:
                 mine[rail] += j
             edge = self.boundary[stream]
             for iv in ivs:
-                if _boundary_interval(iv):
+                if boundary_interval(iv):
                     edge[0] += iv.seconds
                     edge[1] += iv.joules + iv.bytes * self.jpb
                     if iv.kind is Kind.COPY:
@@ -77,7 +77,7 @@ class _Stream:
         self.k, self.spec, self.soc, self.timing_only = k, spec, soc, timing_only
         self.graph = build_model(spec.model)
         self.threads = spec.cpu.threads or (4 if profile.os == "android" else 2)
-        self.it = Interpreter(graph=self.graph, experimental_delegates=_delegate_factory(spec.delegates, profile)(),
+        self.it = Interpreter(graph=self.graph, experimental_delegates=delegate_factory(spec.delegates, profile)(),
                               soc=soc, num_threads=self.threads, timing_only=timing_only, stream=k)
         self.it.allocate_tensors()   # delegate init, on the phone's clock before the frames start
         self.frames: list[tuple[int, float, float, float]] = []     # (frame, arrival, start, end)
@@ -131,7 +131,7 @@ def check_apps(sc) -> None:
     profile = cell_profile(sc)
     _thermal_on(sc, profile)
     for app in sc.apps:
-        _delegate_factory(app.delegates, profile)
+        delegate_factory(app.delegates, profile)
 
 
 def run_apps(sc, progress: Progress | None = None) -> tuple[list[dict], SoC]:
@@ -215,16 +215,16 @@ def _record(sc, profile, s: _Stream, ledger: Ledger, run: dict, heat: dict | Non
     init = [iv for iv in s.soc.trace.intervals if iv.stream == s.k and iv.inference < 0]
     span = run["simulated_s"]
     return {
-        "scenario": sc.name, "label": f"{sc.label} app={spec.name}", "cell": {k: _plain(v) for k, v in sc.cell},
+        "scenario": sc.name, "label": f"{sc.label} app={spec.name}", "cell": {k: plain_value(v) for k, v in sc.cell},
         "device": profile.name,
         "app": {"name": spec.name, "rate_hz": spec.rate_hz, "when_busy": spec.when_busy, "units": s.units()},
         "model": {"name": spec.model.zoo or str(spec.model.path.name), "nodes": len(s.graph.ops),
                   "quantization": spec.model.quantization.value},
-        "delegates": _delegate_records(sim.delegation, [d.kind for d in spec.delegates]),
+        "delegates": delegate_records(sim.delegation, [d.kind for d in spec.delegates]),
         "platform_refusal": "; ".join(r.platform_refusal for r in sim.delegation.per_delegate
                                       if r.platform_refusal) or None,
         "placement": {str(k): v for k, v in sorted(sim.delegation.placement().items())},
-        "latency_ms": _ms(latency),
+        "latency_ms": stats_ms(latency),
         "service_ms": {"avg": service * 1e3},
         "frames": {"arrived": s.arrived, "completed": len(s.frames), "dropped": s.dropped, "deadline_misses": misses},
         "sustained": _sustained(sc, s.frames, t0),
@@ -236,7 +236,7 @@ def _record(sc, profile, s: _Stream, ledger: Ledger, run: dict, heat: dict | Non
                    "rails": {r: {"active_mj": 1e3 * j / done, "total_mj": 1e3 * j / done} for r, j in sorted(joules.items())}},
         "run": run, "thermal": heat,
         "per_op": [{"node": o.node, "unit": o.unit, "first_ms": o.first_s * 1e3, "avg_ms": o.avg_s * 1e3,
-                    "count": o.count} for o in _per_op([iv for iv in s.soc.trace.intervals if iv.stream == s.k])],
+                    "count": o.count} for o in per_op_times([iv for iv in s.soc.trace.intervals if iv.stream == s.k])],
         "footprint_bytes": unit_footprint(sim),
         "output_diff": [], "nonfinite": nonfinite_records(sim.nonfinite, s.graph),
         "estimated": [s.graph.describe_op(i) for i in s.it.estimated_ops],

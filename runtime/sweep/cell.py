@@ -96,11 +96,11 @@ def _file_inputs(graph: Graph, spec) -> dict[int, np.ndarray]:
             raise ScenarioError(f"{where}: {spec.file} has no array for input '{missing[0]}' (it has "
                                 f"{', '.join(sorted(arrays)) or 'none'})")
         pairs = [(n, names[n]) for n in names]
-    return {t: _conform_input(arrays[n], graph, t, f"{where}: {spec.file}: array '{n or graph.tensors[t].name}'")
+    return {t: conform_input(arrays[n], graph, t, f"{where}: {spec.file}: array '{n or graph.tensors[t].name}'")
             for n, t in pairs}
 
 
-def _conform_input(array: np.ndarray, graph: Graph, t: int, what: str) -> np.ndarray:
+def conform_input(array: np.ndarray, graph: Graph, t: int, what: str) -> np.ndarray:
     tensor = graph.tensors[t]
     target = np.dtype(tensor.dtype.np)
     if array.shape != tuple(tensor.shape):
@@ -118,7 +118,7 @@ def _conform_input(array: np.ndarray, graph: Graph, t: int, what: str) -> np.nda
     return array.astype(target)
 
 
-def _delegate_factory(specs, profile) -> Callable[[], list]:
+def delegate_factory(specs, profile) -> Callable[[], list]:
     from delegates.external import load_external, load_plugin
     from delegates.registry import make_delegate
 
@@ -138,7 +138,7 @@ def _delegate_factory(specs, profile) -> Callable[[], list]:
     return make
 
 
-_PROFILES: dict[tuple, Any] = {}
+PROFILES: dict[tuple, Any] = {}
 
 
 def load_device(sc):
@@ -152,11 +152,11 @@ def load_device(sc):
         key = (str(path), st.st_mtime_ns, st.st_size)
     except OSError:
         return load_profile(sc.device_file or sc.device)   # let the loader say what is wrong
-    if key not in _PROFILES:
-        if len(_PROFILES) > 64:
-            _PROFILES.clear()
-        _PROFILES[key] = load_profile(sc.device_file or sc.device)
-    return _PROFILES[key]
+    if key not in PROFILES:
+        if len(PROFILES) > 64:
+            PROFILES.clear()
+        PROFILES[key] = load_profile(sc.device_file or sc.device)
+    return PROFILES[key]
 
 
 def cell_profile(sc):

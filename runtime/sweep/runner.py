@@ -18,8 +18,8 @@ from typing import Callable, Sequence
 from runtime.sweep import executors as sweep
 from runtime.sweep.app_streams import check_apps, run_apps
 # Some of these are used here; the rest stay importable from runtime.sweep.runner for the dtb commands and
-# the tests (_PROFILES: a test empties the profile cache through it).
-from runtime.sweep.cell import (_PROFILES, _conform_input, _delegate_factory, build_model, cell_profile,  # noqa: F401
+# the tests (PROFILES: a test empties the profile cache through it).
+from runtime.sweep.cell import (PROFILES, conform_input, delegate_factory, build_model, cell_profile,  # noqa: F401
                           load_device, make_inputs)
 from runtime.measure.footprint import memory_record
 from runtime.interpreter.api import Interpreter
@@ -27,7 +27,7 @@ from runtime.ir.atomic import write_text
 from runtime.ir.errors import ScenarioError, TestbedError
 from runtime.ir.graph import Graph
 from runtime.measure.figures import measure
-from runtime.measure.record import _diffs, _plain, record_fields, strict_json, unit_footprint
+from runtime.measure.record import diffs, plain_value, record_fields, strict_json, unit_footprint
 from sim.soc import SoC
 
 __all__ = ["build_model", "make_inputs", "simulate", "run_scenario", "run_file", "record_fields", "unit_footprint",
@@ -84,7 +84,7 @@ def simulate(graph: Graph, profile, delegates_for_stream: Callable[[], list], th
     m = measure(soc, soc.trace.inferences, warmup, units, memory_record(sim, units))
     nonfinite = sum((it.simulation.nonfinite for it in its), Counter())
     record = record_fields(m, sim.delegation, kinds, graph, nonfinite, its[0].estimated_ops)
-    record["output_diff"] = _diffs(graph, _reference(graph, feeds), outputs) if reference and feeds else []
+    record["output_diff"] = diffs(graph, _reference(graph, feeds), outputs) if reference and feeds else []
     return record, soc
 
 
@@ -96,10 +96,10 @@ def run_scenario(sc, progress: Progress | None = None) -> tuple[dict, SoC]:
     profile = cell_profile(sc)
     graph = build_model(sc.model, sc.source)
     threads = sc.cpu.threads if sc.cpu.threads else 4 if profile.os == "android" else 2
-    record, soc = simulate(graph, profile, _delegate_factory(sc.delegates, profile), threads, sc.runs.warmup,
+    record, soc = simulate(graph, profile, delegate_factory(sc.delegates, profile), threads, sc.runs.warmup,
                            sc.runs.count, sc.streams, sc.timing_only, sc.inputs,
                            kinds=[d.kind for d in sc.delegates], progress=progress)
-    record = {"scenario": sc.name, "label": sc.label, "cell": {k: _plain(v) for k, v in sc.cell},
+    record = {"scenario": sc.name, "label": sc.label, "cell": {k: plain_value(v) for k, v in sc.cell},
               "device": profile.name, **record, "threads": threads, "streams": sc.streams,
               "warmup": sc.runs.warmup, "runs": sc.runs.count, "timing_only": sc.timing_only}
     record["model"].update({"name": sc.model.zoo or str(sc.model.path.name),
@@ -113,7 +113,7 @@ def _check_cell(sc) -> None:
     try:
         if hasattr(sc, "apps"):
             return check_apps(sc)
-        _delegate_factory(sc.delegates, cell_profile(sc))
+        delegate_factory(sc.delegates, cell_profile(sc))
         if sc.inputs.file is not None:
             make_inputs(build_model(sc.model, sc.source), sc.inputs, 0)
     except ScenarioError:

@@ -12,12 +12,12 @@ from runtime.ir.graph import DType, Graph, Op, QuantParams, Signature, Tensor
 from runtime.ir.optypes import OpType
 from runtime.ops.validate import validate_graph
 
-_INT8_MIN, _INT8_MAX = -128, 127
-_INT32 = np.iinfo(np.int32)
+INT8_MIN, _INT8_MAX = -128, 127
+INT32 = np.iinfo(np.int32)
 
 
 
-class _Rewriter:
+class Rewriter:
     """Tensors and ops of the graph being built: prologue ops, then the body; finish() drops
     tensors nothing uses any more, renumbers, and settles op versions."""
 
@@ -52,7 +52,7 @@ class _Rewriter:
         ))
 
 
-def _swap_inputs(op: Op, swap: dict[int, int]) -> Op:
+def swap_inputs(op: Op, swap: dict[int, int]) -> Op:
     return dataclasses.replace(op, inputs=tuple(swap.get(t, t) for t in op.inputs))
 
 
@@ -65,24 +65,24 @@ def _unify_versions(ops: list[Op]) -> list[Op]:
     return [dataclasses.replace(op, version=top[op.type]) for op in ops]
 
 
-def _require_float(graph: Graph, mode: str) -> None:
+def require_float(graph: Graph, mode: str) -> None:
     for t, tensor in enumerate(graph.tensors):
         if tensor.quant is not None or tensor.dtype is DType.FLOAT16:
             raise ModelError(f"{mode} quantization needs a float model, but {graph.describe_tensor(t)} is "
                              f"already {tensor.dtype.name}{' quantized' if tensor.quant else ''}")
 
 
-def _round_half_away(x: np.ndarray) -> np.ndarray:
+def round_half_away(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, np.float64)
     return np.trunc(x + np.copysign(0.5, x))
 
 
-def _quantize_f32(values: np.ndarray, scale: np.ndarray) -> np.ndarray:
+def quantize_f32(values: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """round(v / s) as the converter computes it: v times the float32 reciprocal of s, in float32,
     ties away from zero. Every weight and bias of six converter-made int8 models matches this
     (a float32 or float64 division each miss one value in a few thousand)."""
     inverse = np.float32(1) / np.asarray(scale, np.float32)
-    return _round_half_away(np.asarray(values, np.float32) * inverse)
+    return round_half_away(np.asarray(values, np.float32) * inverse)
 
 
 def _channel_shape(ndim: int, axis: int | None) -> tuple[int, ...]:
@@ -92,14 +92,14 @@ def _channel_shape(ndim: int, axis: int | None) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _quantize_f64_even(values: np.ndarray, scale: np.ndarray) -> np.ndarray:
+def quantize_f64_even(values: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """round(v / s) as the converter's dynamic-range pass computes it (MLIR's quantizer): a float64
-    division, ties to even. Its weights match this and not _quantize_f32 (94.5 in float32 is
+    division, ties to even. Its weights match this and not quantize_f32 (94.5 in float32 is
     94.49999... in float64)."""
     return np.rint(np.asarray(values, np.float64) / np.asarray(scale, np.float32).astype(np.float64))
 
 
-def _symmetric_weights(tensor: Tensor, axis: int | None,
+def symmetric_weights(tensor: Tensor, axis: int | None,
                        rounding: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> Tensor:
     """int8 in [-127, 127] with zero point 0; scale = max|w| / 127 per channel along `axis`
     (per tensor when None), as the converter computes it (matches its scales bit for bit).
@@ -112,12 +112,12 @@ def _symmetric_weights(tensor: Tensor, axis: int | None,
     # keeps that channel's bias precise.
     positive = scale[scale > 0]
     scale[scale == 0] = positive.min() if positive.size else np.float32(1.0)
-    q = np.clip((rounding or _quantize_f32)(tensor.data, scale.reshape(_channel_shape(w.ndim, axis))), -127, 127)
+    q = np.clip((rounding or quantize_f32)(tensor.data, scale.reshape(_channel_shape(w.ndim, axis))), -127, 127)
     quant = QuantParams(tuple(float(s) for s in scale), (0,) * scale.size, axis if axis is not None else 0)
     return Tensor(tensor.name, tensor.shape, DType.INT8, quant, q.astype(np.int8))
 
 
-def _hybrid_version(op: Op, tensors: list[Tensor]) -> int:
+def hybrid_version(op: Op, tensors: list[Tensor]) -> int:
     """op_version.cc for float input, int8 weights, float output."""
     weights = tensors[op.inputs[1]]
     per_channel = weights.quant is not None and weights.quant.per_channel
@@ -128,13 +128,13 @@ def _hybrid_version(op: Op, tensors: list[Tensor]) -> int:
     if op.type is OpType.FULLY_CONNECTED:
         return 12 if per_channel else 9
     if op.type is OpType.TRANSPOSE_CONV:
-        return _transpose_conv_version(op, 2)
+        return transpose_conv_version(op, 2)
     if op.type is OpType.UNIDIRECTIONAL_SEQUENCE_LSTM:
         return 4 if op.options.diagonal_recurrent_tensors else 3
     return 4  # BATCH_MATMUL with asymmetric_quantize_inputs
 
 
-def _transpose_conv_version(op: Op, base: int) -> int:
+def transpose_conv_version(op: Op, base: int) -> int:
     if op.options is not None and getattr(op.options, "fused_activation_function", 0):
         return 4
     return 3 if len(op.inputs) > 3 and op.inputs[3] >= 0 else base

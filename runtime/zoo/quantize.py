@@ -29,7 +29,7 @@ import numpy as np
 from runtime.ir.errors import ModelError
 from runtime.ir.graph import DType, Graph, Op, Tensor
 from runtime.ir.optypes import OpType
-from runtime.zoo.quant_base import (_Rewriter, _swap_inputs, _require_float, _quantize_f64_even, _symmetric_weights, _hybrid_version)
+from runtime.zoo.quant_base import (Rewriter, swap_inputs, require_float, quantize_f64_even, symmetric_weights, hybrid_version)
 
 __all__ = ["CALIBRATED", "MODES", "quantize", "to_float16", "to_dynamic_range", "to_int8", "to_uint8"]
 
@@ -63,8 +63,8 @@ def quantize(graph: Graph, mode: str, representative_data: Any = None, **kw: Any
 
 def to_float16(graph: Graph) -> Graph:
     """Store every float32 constant as float16 followed by a DEQUANTIZE to float32."""
-    _require_float(graph, "float16")
-    rw = _Rewriter(graph)
+    require_float(graph, "float16")
+    rw = Rewriter(graph)
     widened: dict[int, int] = {}
     for op in graph.ops:
         for t in op.inputs:
@@ -76,7 +76,7 @@ def to_float16(graph: Graph) -> Graph:
             rw.tensors[t] = dataclasses.replace(tensor, dtype=DType.FLOAT16, data=half)
             widened[t] = rw.add(Tensor(f"{tensor.name}/dequantize", tensor.shape, DType.FLOAT32))
             rw.prologue.append(Op(OpType.DEQUANTIZE, (t,), (widened[t],), version=3))
-    rw.ops = [_swap_inputs(op, widened) for op in graph.ops]
+    rw.ops = [swap_inputs(op, widened) for op in graph.ops]
     return rw.finish()
 
 
@@ -98,8 +98,8 @@ _ASYMMETRIC_INPUTS = frozenset({OpType.FULLY_CONNECTED, OpType.BATCH_MATMUL, OpT
 def to_dynamic_range(graph: Graph) -> Graph:
     """Weights of >= 1024 elements become symmetric int8; activations stay float32. An LSTM is
     converted only when all its weights qualify (its hybrid kernel takes all int8 or none)."""
-    _require_float(graph, "dynamic range")
-    rw = _Rewriter(graph)
+    require_float(graph, "dynamic range")
+    rw = Rewriter(graph)
     made: dict[tuple[int, int | None], int] = {}
     for op in graph.ops:
         slots = _hybrid_slots(op, graph)
@@ -111,13 +111,13 @@ def to_dynamic_range(graph: Graph) -> Graph:
         for k in slots:
             w = op.inputs[k]
             if (w, axis) not in made:
-                made[w, axis] = rw.add(_symmetric_weights(graph.tensors[w], axis, rounding=_quantize_f64_even))
+                made[w, axis] = rw.add(symmetric_weights(graph.tensors[w], axis, rounding=quantize_f64_even))
             inputs[k] = made[w, axis]
         options = op.options
         if op.type in _ASYMMETRIC_INPUTS:
             options = dataclasses.replace(options, asymmetric_quantize_inputs=True)
         op = dataclasses.replace(op, inputs=tuple(inputs), options=options)
-        rw.ops.append(dataclasses.replace(op, version=max(op.version, _hybrid_version(op, rw.tensors))))
+        rw.ops.append(dataclasses.replace(op, version=max(op.version, hybrid_version(op, rw.tensors))))
     return rw.finish()
 
 
@@ -143,7 +143,7 @@ def to_int8(graph: Graph, representative_data: Any, io: str = "int8") -> Graph:
         raise ModelError(f"io must be 'int8' or 'float', not '{io}'")
     from runtime.zoo.quantize_int8 import Int8Rewriter, calibrate, check_int8_support
 
-    _require_float(graph, "int8")
+    require_float(graph, "int8")
     check_int8_support(graph)
     ranges = calibrate(graph, representative_data)
     return Int8Rewriter(graph, ranges, io).run()
@@ -155,5 +155,5 @@ def to_uint8(graph: Graph, representative_data: Any) -> Graph:
     outputs at [0, 6], weights asymmetric per tensor, uint8 inputs and outputs."""
     from runtime.zoo.quantize_uint8 import quantize_uint8
 
-    _require_float(graph, "uint8")
+    require_float(graph, "uint8")
     return quantize_uint8(graph, representative_data)

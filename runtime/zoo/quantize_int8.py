@@ -15,8 +15,8 @@ from runtime.ir.errors import ModelError
 from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
 from runtime.ir.optypes import OpType
 from runtime.ops.evaluate import evaluate
-from runtime.zoo.quant_base import (_INT8_MIN, _INT32, _Rewriter, _quantize_f32, _round_half_away,
-                                  _swap_inputs, _symmetric_weights, _transpose_conv_version)
+from runtime.zoo.quant_base import (INT8_MIN, INT32, Rewriter, quantize_f32, round_half_away,
+                                  swap_inputs, symmetric_weights, transpose_conv_version)
 
 
 # Output parameters the int8 kernels require (SOFTMAX/LOGISTIC check them in Prepare).
@@ -40,7 +40,7 @@ _SAME_AS_INPUT = frozenset({
 _ALL_SHARED = frozenset({OpType.CONCATENATION, OpType.PACK, OpType.MAXIMUM, OpType.MINIMUM})
 
 # Ops with their own output parameters (they rescale).
-_RESCALING = frozenset({
+RESCALING = frozenset({
     OpType.CONV_2D, OpType.DEPTHWISE_CONV_2D, OpType.FULLY_CONNECTED, OpType.TRANSPOSE_CONV,
     OpType.BATCH_MATMUL, OpType.ADD, OpType.SUB, OpType.MUL, OpType.SQUARED_DIFFERENCE, OpType.RELU,
     OpType.RELU6, OpType.RELU_N1_TO_1, OpType.PRELU, OpType.LEAKY_RELU, OpType.HARD_SWISH,
@@ -50,7 +50,7 @@ _RESCALING = frozenset({
 # Ops that read int8 values but write integers with no parameters (indices, shapes).
 _INTEGER_RESULT = frozenset({OpType.SHAPE, OpType.ARG_MAX, OpType.ARG_MIN})
 
-_INT8_OPS = _SAME_AS_INPUT | _ALL_SHARED | _RESCALING | _INTEGER_RESULT | frozenset(_FIXED_OUTPUT)
+_INT8_OPS = _SAME_AS_INPUT | _ALL_SHARED | RESCALING | _INTEGER_RESULT | frozenset(_FIXED_OUTPUT)
 
 # (activation input, weights input, bias input, per-channel axis) of the ops with weights.
 _WEIGHTED = {
@@ -64,7 +64,7 @@ _WEIGHTED = {
 _DATA_INPUT = {OpType.SPLIT: 1}
 
 
-def _float_activation(tensor: Tensor) -> bool:
+def float_activation(tensor: Tensor) -> bool:
     return tensor.dtype is DType.FLOAT32 and not tensor.is_constant
 
 
@@ -72,7 +72,7 @@ def check_int8_support(graph: Graph, mode: str = "int8", lacking: frozenset[OpTy
     """Every op that touches float activations has a `mode` form in TFLite (the int8 set minus
     `lacking`) and constant weights."""
     for i, op in enumerate(graph.ops):
-        touches_float = any(t >= 0 and _float_activation(graph.tensors[t]) for t in (*op.inputs, *op.outputs))
+        touches_float = any(t >= 0 and float_activation(graph.tensors[t]) for t in (*op.inputs, *op.outputs))
         if touches_float and (op.type not in _INT8_OPS or op.type in lacking):
             raise ModelError(f"{graph.describe_op(i)} has no {mode} form in TFLite; the model cannot be "
                              f"fully integer-quantized")
@@ -118,7 +118,7 @@ def _samples(graph: Graph, representative_data: Any) -> Iterable[list[np.ndarray
 def calibrate(graph: Graph, representative_data: Any) -> dict[int, tuple[float, float]]:
     """Min and max of every float activation over all samples, running the float graph (the
     converter's calibrator keeps the overall min and max the same way)."""
-    watched = [t for t, tensor in enumerate(graph.tensors) if _float_activation(tensor)]
+    watched = [t for t, tensor in enumerate(graph.tensors) if float_activation(tensor)]
     lo = np.full(len(graph.tensors), np.inf)
     hi = np.full(len(graph.tensors), -np.inf)
     count = 0
@@ -134,7 +134,7 @@ def calibrate(graph: Graph, representative_data: Any) -> dict[int, tuple[float, 
     return {t: (lo[t], hi[t]) for t in watched if np.isfinite(lo[t]) and np.isfinite(hi[t])}
 
 
-def _activation_params(lo: float, hi: float, qmin: int = _INT8_MIN) -> tuple[float, int]:
+def activation_params(lo: float, hi: float, qmin: int = INT8_MIN) -> tuple[float, int]:
     """Asymmetric 8-bit (codes qmin..qmin+255) over [min(lo, 0), max(hi, 0)]: scale = range / 255
     and the zero point from the minimum, rounded and clamped (the converter's nudged-zero-point
     formula, TF's FakeQuant nudging)."""
@@ -143,7 +143,7 @@ def _activation_params(lo: float, hi: float, qmin: int = _INT8_MIN) -> tuple[flo
         # An all-zero tensor: the converter writes a range of +-1e-6 centred on the middle code.
         return float(np.float32(2e-6 / 255)), qmin + 128
     scale = (hi - lo) / 255.0
-    zp = int(np.clip(_round_half_away(qmin - lo / scale), qmin, qmin + 255))
+    zp = int(np.clip(round_half_away(qmin - lo / scale), qmin, qmin + 255))
     return float(np.float32(scale)), zp
 
 
@@ -167,12 +167,12 @@ class _Groups:
             self.parent[rb] = ra
 
 
-class Int8Rewriter(_Rewriter):
+class Int8Rewriter(Rewriter):
     """Decides every activation's parameters, then rewrites tensors and ops as int8. The class
     attributes and _weights/_version are what an 8-bit variant (uint8) changes."""
 
     dtype = DType.INT8
-    qmin = _INT8_MIN
+    qmin = INT8_MIN
     fixed_outputs = _FIXED_OUTPUT
 
     def __init__(self, graph: Graph, ranges: dict[int, tuple[float, float]], io: str):
@@ -234,7 +234,7 @@ class Int8Rewriter(_Rewriter):
                 self._join(outs[0], swap.get(t, t))
                 self.multi_operands.add(swap.get(t, t))
             self.multi_results.add(outs[0])
-            op = _swap_inputs(op, swap)
+            op = swap_inputs(op, swap)
         return op
 
     def _join(self, a: int, b: int) -> None:
@@ -255,13 +255,13 @@ class Int8Rewriter(_Rewriter):
         input's parameters)."""
         members: dict[int, list[int]] = {}
         for t, tensor in enumerate(self.tensors):
-            if _float_activation(tensor) or t in self.joined:
+            if float_activation(tensor) or t in self.joined:
                 members.setdefault(self.groups.find(t), []).append(t)
         for root, ts in members.items():
             if root in self.fixed:
                 params = self.fixed[root]
             else:
-                params = _activation_params(*self._group_range(ts), self.qmin)
+                params = activation_params(*self._group_range(ts), self.qmin)
             for t in ts:
                 (self.const_params if self.tensors[t].is_constant else self.params)[t] = params
 
@@ -304,10 +304,10 @@ class Int8Rewriter(_Rewriter):
         return dataclasses.replace(op, version=max(op.version, self._version(op)))
 
     def _weights(self, tensor: Tensor, axis: int | None) -> Tensor:
-        return _symmetric_weights(tensor, axis)
+        return symmetric_weights(tensor, axis)
 
     def _version(self, op: Op) -> int:
-        return _int8_version(op, self.tensors)
+        return int8_version(op, self.tensors)
 
     def _const(self, key: tuple, make: Callable[[], Tensor]) -> int:
         if key not in self.const_cache:
@@ -326,7 +326,7 @@ class Int8Rewriter(_Rewriter):
             scale = np.broadcast_to(scale, data.shape).copy()
 
         def make() -> Tensor:
-            q = np.clip(_quantize_f32(data, scale), _INT32.min, _INT32.max)
+            q = np.clip(quantize_f32(data, scale), INT32.min, INT32.max)
             quant = QuantParams(tuple(float(s) for s in scale), (0,) * scale.size, 0)
             return Tensor(name, data.shape, DType.INT32, quant, q.astype(np.int32))
         return self._const(("b", t if t is not None else name, tuple(scale.tolist())), make)
@@ -341,10 +341,10 @@ class Int8Rewriter(_Rewriter):
         elif op.type in (OpType.PRELU, OpType.BATCH_MATMUL):
             return self._const(("sym", t), lambda: self._weights(tensor, None))
         else:
-            params = _activation_params(*self._range(t), self.qmin)
+            params = activation_params(*self._range(t), self.qmin)
 
         def make() -> Tensor:
-            q = _quantize_f32(tensor.data, np.float32(params[0])) + params[1]
+            q = quantize_f32(tensor.data, np.float32(params[0])) + params[1]
             return Tensor(tensor.name, tensor.shape, self.dtype, QuantParams((params[0],), (params[1],)),
                           np.clip(q, self.qmin, self.qmin + 255).astype(self.dtype.np))
         return self._const(("asym", t, params), make)
@@ -369,7 +369,7 @@ class Int8Rewriter(_Rewriter):
 
 
 # int8 versions from tflite/tools/versioning/op_version.cc (int8 input and output).
-_INT8_VERSION = {
+INT8_VERSION = {
     OpType.CONV_2D: 3, OpType.DEPTHWISE_CONV_2D: 3, OpType.FULLY_CONNECTED: 4, OpType.TRANSPOSE_CONV: 2,
     OpType.BATCH_MATMUL: 2, OpType.ADD: 2, OpType.SUB: 2, OpType.MUL: 2, OpType.SQUARED_DIFFERENCE: 2,
     OpType.AVERAGE_POOL_2D: 2, OpType.MAX_POOL_2D: 2, OpType.CONCATENATION: 2, OpType.SOFTMAX: 2,
@@ -382,7 +382,7 @@ _INT8_VERSION = {
 }
 
 
-def _int8_version(op: Op, tensors: list[Tensor]) -> int:
+def int8_version(op: Op, tensors: list[Tensor]) -> int:
     o = op.options
     t = op.type
     if t is OpType.FULLY_CONNECTED:
@@ -390,7 +390,7 @@ def _int8_version(op: Op, tensors: list[Tensor]) -> int:
             return 6
         return 5 if o is not None and o.keep_num_dims else 4
     if t is OpType.TRANSPOSE_CONV:
-        return _transpose_conv_version(op, 2)
+        return transpose_conv_version(op, 2)
     if t is OpType.CONV_2D:
         x, w = tensors[op.inputs[0]].shape, tensors[op.inputs[1]].shape
         return 6 if len(x) == 4 and len(w) == 4 and x[3] != w[3] else 3
@@ -414,4 +414,4 @@ def _int8_version(op: Op, tensors: list[Tensor]) -> int:
             return 3
     if t in (OpType.PAD, OpType.PADV2) and len(tensors[op.inputs[0]].shape) > 4:
         return 4
-    return _INT8_VERSION.get(t, 1)
+    return INT8_VERSION.get(t, 1)

@@ -26,9 +26,9 @@ import numpy as np
 from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
 from runtime.ir.optypes import OpType
 from runtime.ir.options import Activation
-from runtime.zoo.quant_base import _quantize_f32
-from runtime.zoo.quantize_int8 import (_INT8_VERSION, _RESCALING, Int8Rewriter, _activation_params,
-                                       _float_activation, _int8_version, calibrate, check_int8_support)
+from runtime.zoo.quant_base import quantize_f32
+from runtime.zoo.quantize_int8 import (INT8_VERSION, RESCALING, Int8Rewriter, activation_params,
+                                       float_activation, int8_version, calibrate, check_int8_support)
 
 __all__ = ["LACKING", "Uint8Rewriter", "quantize_uint8"]
 
@@ -57,8 +57,8 @@ def quantize_uint8(graph: Graph, representative_data: Any) -> Graph:
 def asymmetric_weights(tensor: Tensor) -> Tensor:
     """uint8 per tensor over [min(w, 0), max(w, 0)], zero point nudged onto a code."""
     w = np.asarray(tensor.data, np.float32)
-    scale, zp = _activation_params(float(w.min(initial=0.0)), float(w.max(initial=0.0)), 0)
-    q = np.clip(_quantize_f32(w, np.float32(scale)) + zp, 0, 255)
+    scale, zp = activation_params(float(w.min(initial=0.0)), float(w.max(initial=0.0)), 0)
+    q = np.clip(quantize_f32(w, np.float32(scale)) + zp, 0, 255)
     return Tensor(tensor.name, tensor.shape, DType.UINT8, QuantParams((scale,), (zp,)), q.astype(np.uint8))
 
 
@@ -66,7 +66,7 @@ def _pinned_range(op: Op) -> tuple[float, float] | None:
     if op.type in _PINNED_OP:
         return _PINNED_OP[op.type]
     activation = getattr(op.options, "fused_activation_function", None)
-    return _PINNED_ACTIVATION.get(activation) if op.type in _RESCALING else None
+    return _PINNED_ACTIVATION.get(activation) if op.type in RESCALING else None
 
 
 class Uint8Rewriter(Int8Rewriter):
@@ -90,8 +90,8 @@ class Uint8Rewriter(Int8Rewriter):
         span = _pinned_range(op)
         if span is not None:
             for t in op.outputs:
-                if _float_activation(self.graph.tensors[t]):
-                    self.fixed[self.groups.find(t)] = _activation_params(*span, self.qmin)
+                if float_activation(self.graph.tensors[t]):
+                    self.fixed[self.groups.find(t)] = activation_params(*span, self.qmin)
         return op
 
     def _span(self, t: int) -> tuple[float, float]:
@@ -110,5 +110,5 @@ class Uint8Rewriter(Int8Rewriter):
         if op.type is OpType.DEPTHWISE_CONV_2D:
             o = op.options
             return 2 if o is not None and (o.dilation_w_factor != 1 or o.dilation_h_factor != 1) else 1
-        version = _int8_version(op, self.tensors)
-        return 1 if version == _INT8_VERSION.get(op.type, 1) else version
+        version = int8_version(op, self.tensors)
+        return 1 if version == INT8_VERSION.get(op.type, 1) else version
