@@ -224,5 +224,5 @@ def test_the_keys_that_make_an_apps_scenario_are_scenario_keys():
     import runtime.scenario.load as scenario
     from runtime.scenario.apps import APPS_KEYS
 
-    assert set(APPS_KEYS) <= set(scenario._SCHEMA)
+    assert set(APPS_KEYS) <= set(scenario.SCHEMA)
     assert all(f'"{key}"' in Path(scenario.__file__).read_text() for key in APPS_KEYS)

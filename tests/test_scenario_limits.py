@@ -202,7 +202,7 @@ def test_a_10000_cell_matrix_reads_its_phone_profile_once(tmp_path, monkeypatch)
     reads = []
     real = sim.profile.load_profile
     monkeypatch.setattr(sim.profile, "load_profile", lambda name: reads.append(name) or real(name))
-    runner._PROFILES.clear()
+    runner.PROFILES.clear()
     seeds = "[" + ", ".join(str(i) for i in range(1, 101)) + "]"
     path = write(tmp_path, "device: pixel4\nmodel: {zoo: tiny_cnn, args: {resolution: 16}}\n"
                            f"runs: {{warmup: 0, count: 1}}\nmatrix:\n  inputs.seed: {seeds}\n  runs.warmup: {seeds}\n")
