@@ -82,6 +82,16 @@ def test_html_report_marks_the_failed_cell(run):
     assert EVERY_OP not in page
 
 
+def test_html_plots_label_the_failed_cell(run, monkeypatch):
+    import runtime.report.render as render_module
+
+    seen = []
+    monkeypatch.setattr(render_module, "plot_images", lambda records, labels, trace: seen.extend(labels) or [])
+    render(json.loads((run[0] / "results.json").read_text()), "html")
+    assert seen == [f"delegates=external(path={FAULTY}:make_create_raises) (FAILED: the CPU ran)", "delegates=cpu",
+                    "delegates=hexagon"]
+
+
 def test_a_delegate_that_claims_nothing_is_not_said_to_support_every_op(run):
     record = json.loads((run[0] / "results.json").read_text())["records"][2]
     for d in record["delegates"]:

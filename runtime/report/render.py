@@ -192,7 +192,7 @@ def _unsupported_blocks(rec: dict) -> list[tuple]:
         for u in d.get("unsupported", []):
             groups.setdefault((str(d["name"]), str(u["name"])), []).append(str(u["reason"]))
     if not groups and _failed(rec):
-        return [head, ("p", "Not known: the delegate failed (see above), so no op ran on it.")]
+        return [head, ("p", "Not known: the delegate failed (see above).")]
     if not groups and not any(d["nodes_delegated"] for d in rec["delegates"]):
         return [head, ("p", _claimed_nothing(rec))]
     if not groups:
