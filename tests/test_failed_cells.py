@@ -148,6 +148,7 @@ def _diff(capsys, *flags: str) -> tuple[int, str, str]:
     ((f"--external_delegate_path={FAULTY}:make_create_raises",), CAUSE),                     # failed: the CPU ran
     ((f"--external_delegate_path={FAULTY}:make_prepare_raises",), "FaultyDelegate prepare: RuntimeError"),
     (("--delegate", "hexagon"), "TfLiteHexagonDelegate claimed none of the 7 ops"),         # nothing delegated
+    (("--use_hexagon",), "TfLiteHexagonDelegate claimed none of the 7 ops"),                # TFLite's own flag
     ((f"--external_delegate_path={FAULTY}:make_invoke_raises",), "FaultyDelegate invoke failed"),
 ])
 def test_inference_diff_refuses_when_the_delegate_under_test_did_not_run(capsys, flags, why):
