@@ -19,6 +19,7 @@ from runtime.cli.common import (add_device_flag, add_model_flags, cpp_float, del
 from runtime.cli.profile_tables import Stat
 from runtime.ir.errors import TestbedError
 from runtime.interpreter.api import Interpreter
+from runtime.report.status import CellStatus, delegates_status, record_status
 from runtime.sweep.executors import GUARD_CELLS, executor_arg
 
 __all__ = ["add_parsers"]
@@ -61,8 +62,26 @@ def _diff_interpreters(args, extra, profile, graph) -> tuple[Interpreter, Interp
     with echo_log():
         test = Interpreter(graph=graph, experimental_delegates=delegates, device=profile,
                            num_threads=args.num_interpreter_threads)
+    if delegates:
+        _check_under_test(test, [d.name for d in delegates], len(graph.ops))
     reference = Interpreter(graph=graph, num_threads=1, device=profile)
     return reference, test
+
+
+def _check_under_test(test: Interpreter, names: list[str], nodes: int) -> None:
+    """The delegate under test must run: one that failed or took no op would leave the CPU to be
+    compared with the CPU, a zero difference that says nothing of the delegate."""
+    from runtime.measure.record import delegate_records
+
+    delegation = test.simulation.delegation
+    status, error = delegates_status(delegate_records(delegation, names))
+    if status is CellStatus.FAILED:
+        raise TestbedError(f"the delegate under test did not run: {error}; nothing to compare (the test run "
+                           f"would be the CPU's)")
+    if status is CellStatus.NONE_DELEGATED:
+        refusal = "; ".join(r.platform_refusal for r in delegation.per_delegate if r.platform_refusal)
+        raise TestbedError(f"the delegate under test did not run: {', '.join(names)} claimed none of the {nodes} "
+                           f"ops{f' ({refusal})' if refusal else ''}; nothing to compare (the test run would be the CPU's)")
 
 
 def cmd_inference_diff(args: argparse.Namespace, extra: list[str]) -> int:
@@ -222,15 +241,22 @@ def cmd_supported_ops(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _summary(records: list[dict]) -> list[str]:
+    """dtb run's table, a row per record; a failed cell reads FAILED (its figures are the CPU's) and its
+    error follows the table."""
     rows = [("label", "latency avg ms", "boundary %", "mJ/inference", "delegated nodes")]
+    failures = []
     for rec in records:
-        delegated = sum(d.get("nodes_delegated", 0) for d in rec.get("delegates", []))
-        rows.append((str(rec.get("label") or rec.get("scenario", "")), f"{rec['latency_ms']['avg']:.3f}",
-                     f"{rec['boundary']['share'] * 100:.1f}", f"{rec['energy']['total_mj']:.3f}",
-                     f"{delegated}/{rec['model']['nodes']}"))
+        label = str(rec.get("label") or rec.get("scenario", ""))
+        delegated = f"{sum(d.get('nodes_delegated', 0) for d in rec.get('delegates', []))}/{rec['model']['nodes']}"
+        status, error = record_status(rec)
+        if status is CellStatus.FAILED:
+            delegated = "FAILED"
+            failures.append(f"FAILED {label}: {error}; the CPU ran instead, so its figures are the CPU's")
+        rows.append((label, f"{rec['latency_ms']['avg']:.3f}", f"{rec['boundary']['share'] * 100:.1f}",
+                     f"{rec['energy']['total_mj']:.3f}", delegated))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     return ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths)))
-            for row in rows]
+            for row in rows] + failures
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:

@@ -356,7 +356,10 @@ class Simulation:
             cpu = apply_delegates(self.graph, [])
             log = (*self.delegation.log, f"Invoke failed with a delegate error ({exc}); all delegates "
                    f"removed, running on the CPU.")
-            self.delegation = type(cpu)(cpu.plan, log, self.delegation.per_delegate, restored=True)
+            # every delegate is gone, so each report says so: a record must not show them as running
+            failed = tuple(dataclasses.replace(r, error=r.error or f"removed after an invoke failed: {exc}")
+                           for r in self.delegation.per_delegate)
+            self.delegation = type(cpu)(cpu.plan, log, failed, restored=True)
             _LOG.warning(log[-1])
             self.executor = Executor(self.graph, cpu.plan, self.soc, self._allocation[0], self.threads,
                                      *self._allocation[1:])

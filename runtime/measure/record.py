@@ -14,9 +14,10 @@ import numpy as np
 from runtime.interpreter.delegation import CpuStep
 from runtime.ir.graph import Graph
 from runtime.measure.figures import output_diff
+from runtime.report.status import delegates_status
 from sim.work import footprint, tensor_bytes
 
-__all__ = ["record_fields", "unit_footprint", "strict_json", "nonfinite_records"]
+__all__ = ["record_fields", "unit_footprint", "strict_json", "nonfinite_records", "status_fields"]
 
 
 def unit_footprint(sim) -> dict[str, int]:
@@ -42,6 +43,13 @@ def delegate_records(delegation, kinds: Sequence[str]) -> list[dict]:
         if rep.error:  # the delegate failed while applied (TFLite restored the plan), or was not applied
             out[-1]["error"] = rep.error
     return out
+
+
+def status_fields(delegates: Sequence[Mapping]) -> dict[str, Any]:
+    """A record's `status` (ok, none_delegated or failed) and `error` (None unless failed), from its
+    delegate entries: every report reads them from here rather than guessing from the figures."""
+    status, error = delegates_status(delegates)
+    return {"status": status.value, "error": error or None}
 
 
 def diffs(graph: Graph, reference: list[dict], test: list[dict]) -> list[dict]:
@@ -89,11 +97,13 @@ def record_fields(m, delegation, kinds: Sequence[str], graph: Graph, nonfinite: 
     """The measured part of a results.json record (shared with `dtb benchmark --output_json`).
     `nonfinite`: (delegate name, tensor) -> invokes whose output held NaN or infinity. `estimated`:
     ops a timing-only run costed from their shapes because no kernel runs them."""
+    delegates = delegate_records(delegation, kinds)
     return {
         "nonfinite": nonfinite_records(nonfinite or {}, graph),
         "estimated": [graph.describe_op(i) for i in estimated],
         "model": {"name": graph.name, "nodes": len(graph.ops)},
-        "delegates": delegate_records(delegation, kinds),
+        "delegates": delegates,
+        **status_fields(delegates),
         # a delegate on a phone that has none of it takes no op: the record says why (None: no such delegate)
         "platform_refusal": "; ".join(r.platform_refusal for r in delegation.per_delegate if r.platform_refusal)
                             or None,

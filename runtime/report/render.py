@@ -15,6 +15,7 @@ from runtime.ir.atomic import write_text
 from runtime.ir.errors import TestbedError
 from runtime.report.apps import app_blocks, csv_columns as apps_csv_columns, csv_values as apps_csv_values
 from runtime.report.plots import plot_images
+from runtime.report.status import CellStatus, record_status
 
 __all__ = ["FORMATS", "render", "render_file", "write_report"]
 
@@ -80,6 +81,10 @@ def _check_record(k: int, rec: Any) -> None:
         _check_entries(rec[field], keys, f"{where}: {field}")
     for j, d in enumerate(rec["delegates"]):
         _check_entries(d.get("unsupported", []), ("name", "reason"), f"{where}: delegates[{j}].unsupported")
+    try:
+        record_status(rec)
+    except ValueError as exc:
+        raise TestbedError(f"{where}: {exc}") from None
     rails = rec["energy"]["rails"]
     if not isinstance(rails, dict):
         raise TestbedError(f"{where}: key 'energy.rails' is not an object")
@@ -126,11 +131,18 @@ def _delegates(rec: dict) -> str:
     return ", ".join(str(d["kind"]) for d in rec["delegates"]) or "CPU only"
 
 
+def _failed(rec: dict) -> str:
+    """The error of a record whose delegate failed (its figures are the CPU's), else ''."""
+    status, error = record_status(rec)
+    return (error or "a delegate failed") if status is CellStatus.FAILED else ""
+
+
 def _summary_row(k: int, rec: dict) -> tuple[str, ...]:
     lat, b, e, ds = rec["latency_ms"], rec["boundary"], rec["energy"], rec["delegates"]
+    delegated = "FAILED" if _failed(rec) else str(sum(d["nodes_delegated"] for d in ds))
     return (_label(k, rec), str(rec["device"]), _delegates(rec), _f2(lat["avg"]), _f2(lat["p90"]),
             _f2(rec["init_ms"]), f"{b['crossings']:g}", _f2(b["ms"]), f"{b['share'] * 100:.1f}%",
-            _f2(e["total_mj"]), _f2(e["avg_power_w"]), str(sum(d["nodes_delegated"] for d in ds)),
+            _f2(e["total_mj"]), _f2(e["avg_power_w"]), delegated,
             str(rec["model"]["nodes"]), str(sum(d["partitions"] for d in ds)))
 
 
@@ -155,6 +167,21 @@ def _setup_line(rec: dict) -> str:
     return "; ".join(parts) + "."
 
 
+def _failure_blocks(rec: dict) -> list[tuple]:
+    error = _failed(rec)
+    if not error:
+        return []
+    return [("p", f"FAILED: {error}. The delegates were removed and the CPU ran the model instead, as TFLite "
+                  f"does: the figures below are the CPU's, not the delegate's.")]
+
+
+def _claimed_nothing(rec: dict) -> str:
+    """Why no op is listed for a cell whose delegates applied cleanly and took no op."""
+    names = ", ".join(str(d["name"]) for d in rec["delegates"])
+    why = f" ({rec['platform_refusal']})" if rec.get("platform_refusal") else ""
+    return f"No op delegated: {names} claimed none of the {rec['model']['nodes']} ops{why}."
+
+
 def _unsupported_blocks(rec: dict) -> list[tuple]:
     head = ("h", 3, "Unsupported ops")
     if not rec["delegates"]:
@@ -164,6 +191,10 @@ def _unsupported_blocks(rec: dict) -> list[tuple]:
     for d in rec["delegates"]:
         for u in d.get("unsupported", []):
             groups.setdefault((str(d["name"]), str(u["name"])), []).append(str(u["reason"]))
+    if not groups and _failed(rec):
+        return [head, ("p", "Not known: the delegate failed (see above).")]
+    if not groups and not any(d["nodes_delegated"] for d in rec["delegates"]):
+        return [head, ("p", _claimed_nothing(rec))]
     if not groups:
         return [head, ("p", "None: every op is supported by a delegate.")]
     order = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
@@ -173,6 +204,7 @@ def _unsupported_blocks(rec: dict) -> list[tuple]:
 
 def _record_blocks(k: int, rec: dict) -> list[tuple]:
     blocks = [("h", 2, f"{k + 1}. {_label(k, rec)} on {rec['device']}"), ("p", _setup_line(rec))]
+    blocks += _failure_blocks(rec)   # before any figure: they are the CPU's
     blocks += app_blocks(rec)   # an app stream of a concurrent-apps run: frames, sustained latency, heat
     blocks += _unsupported_blocks(rec)
     rails = [(str(r), _f2(v["active_mj"]), _f2(v["total_mj"])) for r, v in rec["energy"]["rails"].items()]
@@ -260,7 +292,7 @@ def _html(blocks: list[tuple]) -> str:
 def _csv_columns(records: list[dict]) -> list[str]:
     cells = sorted({f"cell.{k}" for r in records for k in r.get("cell", {})})
     rails = sorted({r for rec in records for r in rec["energy"]["rails"]})
-    return [*_CSV_HEAD, *cells, "delegates", "nodes_delegated", "partitions", "unsupported", *_CSV_TAIL,
+    return [*_CSV_HEAD, *cells, "delegates", "nodes_delegated", "partitions", "unsupported", "error", *_CSV_TAIL,
             *(f"energy.rails.{r}.{k}" for r in rails for k in ("active_mj", "total_mj")), "output_diff.max",
             *apps_csv_columns(records)]
 
@@ -284,6 +316,7 @@ def _csv_row(rec: dict) -> dict[str, Any]:
                 "nodes_delegated": sum(d["nodes_delegated"] for d in ds),
                 "partitions": sum(d["partitions"] for d in ds),
                 "unsupported": sum(len(d.get("unsupported", [])) for d in ds),
+                "error": _failed(rec),
                 "output_diff.max": _diff_max(rec["output_diff"]), **apps_csv_values(rec)})
     row.update({f"energy.rails.{r}.{k}": v[k] for r, v in rec["energy"]["rails"].items()
                 for k in ("active_mj", "total_mj")})
@@ -324,7 +357,7 @@ def render(results: dict, fmt: str = "md", trace: dict | None = None) -> str:
     body = [b for k, rec in enumerate(records) for b in _record_blocks(k, rec)]
     if fmt == "md":
         return _markdown(head + body)
-    labels = [_label(k, rec) for k, rec in enumerate(records)]
+    labels = [_label(k, rec) + (" (FAILED: the CPU ran)" if _failed(rec) else "") for k, rec in enumerate(records)]
     images = [("img", alt, png) for alt, png in plot_images(records, labels, trace)]
     return _html(head + ([("h", 2, "Plots"), *images] if images else []) + body)
 

@@ -25,7 +25,8 @@ from runtime.sweep.cell import delegate_factory, build_model, cell_profile, make
 from runtime.interpreter.api import Interpreter
 from runtime.ir.errors import ScenarioError
 from runtime.measure.figures import boundary_interval, per_op_times, latency_stats
-from runtime.measure.record import delegate_records, stats_ms, plain_value, nonfinite_records, unit_footprint
+from runtime.measure.record import (delegate_records, stats_ms, plain_value, nonfinite_records, status_fields,
+                                   unit_footprint)
 from runtime.scenario.spec import InputSpec
 from sim.monitor import interval_joules
 from sim.soc import SoC
@@ -214,13 +215,14 @@ def _record(sc, profile, s: _Stream, ledger: Ledger, run: dict, heat: dict | Non
     edge = ledger.boundary[s.k] if s.k in ledger.boundary else [0.0, 0.0, 0, 0]
     init = [iv for iv in s.soc.trace.intervals if iv.stream == s.k and iv.inference < 0]
     span = run["simulated_s"]
+    delegates = delegate_records(sim.delegation, [d.kind for d in spec.delegates])
     return {
         "scenario": sc.name, "label": f"{sc.label} app={spec.name}", "cell": {k: plain_value(v) for k, v in sc.cell},
         "device": profile.name,
         "app": {"name": spec.name, "rate_hz": spec.rate_hz, "when_busy": spec.when_busy, "units": s.units()},
         "model": {"name": spec.model.zoo or str(spec.model.path.name), "nodes": len(s.graph.ops),
                   "quantization": spec.model.quantization.value},
-        "delegates": delegate_records(sim.delegation, [d.kind for d in spec.delegates]),
+        "delegates": delegates, **status_fields(delegates),
         "platform_refusal": "; ".join(r.platform_refusal for r in sim.delegation.per_delegate
                                       if r.platform_refusal) or None,
         "placement": {str(k): v for k, v in sorted(sim.delegation.placement().items())},
