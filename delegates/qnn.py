@@ -294,6 +294,14 @@ def _htp_units(profile) -> list:
     return [u for u in profile.units_of(UnitKind.DSP) if has_htp(u)]
 
 
+def _computes_in_float(op: Op, graph: Graph) -> bool:
+    """A float run-time tensor other than the float side of a QUANTIZE / DEQUANTIZE, where a
+    quantized model meets the float world and still runs in integers."""
+    edge = op.inputs if op.type is OpType.QUANTIZE else op.outputs if op.type is OpType.DEQUANTIZE else ()
+    inner = [t for t in (*op.inputs, *op.outputs) if t >= 0 and t not in edge and not rk.is_const(graph, t)]
+    return any(graph.tensors[t].dtype in rk.FLOATS for t in inner)
+
+
 class QnnDelegate(Delegate):
     """Takes what QNN's HTP backend (or its GPU backend) builds: quantized ops as integers, float ops in
     float16 on an HTP with htp_precision fp16; no partition limit."""
@@ -347,8 +355,7 @@ class QnnDelegate(Delegate):
             fp32 = self.config.gpu_precision in (GpuPrecision.FP32, GpuPrecision.USER_PROVIDED)
             return "FLOAT32_VIEW" if fp32 else "FLOAT16"
         ops = [graph.ops[i] for i in (nodes if nodes is not None else range(len(graph.ops)))]
-        floats = any(t.dtype in rk.FLOATS for op in ops for t in rk.live_tensors(op, graph))
-        return "FLOAT16" if floats else "INTEGER"
+        return "FLOAT16" if any(_computes_in_float(op, graph) for op in ops) else "INTEGER"
 
     def unit_scales(self, unit):
         """A power-saver performance vote lowers the HTP's clock: the profile's powersave scales."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sim.cost import Precision
+from sim.spec import UnitSpec
 from sim.unit import Unit
 
 __all__ = ["DspUnit", "has_htp", "FIRST_HTP"]
@@ -24,6 +25,6 @@ class DspUnit(Unit):
         return precision in allowed and super().runs(precision)
 
 
-def has_htp(spec) -> bool:
+def has_htp(spec: UnitSpec) -> bool:
     """Whether a DSP unit carries a Hexagon Tensor Processor (v68 or later)."""
     return spec.extras.get("htp_arch", 0) >= FIRST_HTP

@@ -20,7 +20,9 @@ from runtime.cli.main import main
 from runtime.conformance.kit import run_conformance
 from runtime.interpreter.api import Interpreter
 from runtime.interpreter.delegation import apply_delegates
+from runtime.ir.optypes import OpType
 from runtime.zoo import build
+from runtime.zoo.quantize import to_int8
 from sim.cost import Precision
 from sim.dsp import DspUnit
 from sim.profile import load_profile
@@ -181,6 +183,15 @@ def test_only_a_dsp_with_an_htp_runs_float16():
 ])
 def test_numeric_mode(options, mode, expected):
     assert QnnDelegate(options, qualcomm()).numeric_mode(zoo("mobilenet_v1", mode)) == expected
+
+
+def test_a_quantized_model_with_float_ends_stays_integer():
+    """QUANTIZE in and DEQUANTIZE out: the float edges do not make the HTP partition float16."""
+    graph = build("tiny_cnn")
+    sample = np.random.default_rng(0).standard_normal(graph.tensors[graph.inputs[0]].shape).astype(np.float32)
+    with_ends = to_int8(graph, [sample], io="float")
+    assert {with_ends.ops[0].type, with_ends.ops[-1].type} == {OpType.QUANTIZE, OpType.DEQUANTIZE}
+    assert QnnDelegate(profile=qualcomm()).numeric_mode(with_ends) == "INTEGER"
 
 
 def test_a_float_model_runs_in_float16_on_the_htp():
