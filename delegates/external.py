@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Mapping
 from delegates import guard
 from delegates.api import Delegate, DelegateError, DelegateOptions
 
-__all__ = ["PLUGIN_GROUP", "load_external", "load_plugin", "plugin_names", "parse_external_options",
+__all__ = ["CodedEnum", "PLUGIN_GROUP", "load_external", "load_plugin", "plugin_names", "parse_external_options",
            "declares_delegate", "check_delegate"]
 
 # Option values as text (flags, scenario files, "key:value" options) read as their declared types; kept
@@ -31,6 +31,20 @@ def parse_bool(value: Any, where: str) -> bool:
     raise DelegateError(f"{where} must be true or false (1 or 0), not {value!r}")
 
 
+class CodedEnum(enum.Enum):
+    """An option whose C API numbers its values (0, 1, ... in declaration order) while its docs name
+    them: either is accepted, as the number is what the delegate's key:value options take."""
+
+    @property
+    def code(self) -> int:
+        return list(type(self)).index(self)
+
+    @classmethod
+    def _missing_(cls, value: Any):
+        text = str(value).strip()
+        return next((m for m in cls if str(m.code) == text), None)
+
+
 def _enum(kind: type[enum.Enum], value: Any, where: str) -> enum.Enum:
     if isinstance(value, kind):
         return value
@@ -38,7 +52,11 @@ def _enum(kind: type[enum.Enum], value: Any, where: str) -> enum.Enum:
     for member in kind:
         if text in (member.name.lower(), str(member.value).lower()):
             return member
-    choices = ", ".join(str(m.value) for m in kind)
+    if issubclass(kind, CodedEnum) and not isinstance(value, bool):
+        found = kind._missing_(text)
+        if found is not None:
+            return found
+    choices = ", ".join(f"{m.value} ({m.code})" if isinstance(m, CodedEnum) else str(m.value) for m in kind)
     raise DelegateError(f"{where} must be one of {choices}, not {value!r}")
 
 

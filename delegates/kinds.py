@@ -17,6 +17,7 @@ class DelegateKind(enum.Enum):
     NNAPI = "nnapi"
     HEXAGON = "hexagon"
     COREML = "coreml"
+    QNN = "qnn"
 
     @property
     def flag(self) -> str:

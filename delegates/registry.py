@@ -14,6 +14,8 @@ from delegates.gpu import GpuBackend, GpuDelegate, GpuOptions, InferencePreferen
 from delegates.hexagon import HexagonDelegate, HexagonOptions
 from delegates.kinds import EXTERNAL, DelegateKind
 from delegates.nnapi import ExecutionPreference, NnapiDelegate, NnapiOptions
+from delegates import qnn
+from delegates.qnn import QnnDelegate, QnnOptions
 
 __all__ = ["PROVIDERS", "Provider", "BUILTIN", "CLASSES", "make_delegate", "parse_flags", "flag_table"]
 
@@ -46,6 +48,9 @@ _FLAGS: dict[str, tuple[type, Any]] = {
     "nnapi_allow_fp16": (bool, False), "nnapi_use_burst_mode": (bool, False),
     "use_hexagon": (bool, False), "hexagon_profiling": (bool, False), "hexagon_lib_path": (str, ""),
     "use_coreml": (bool, False), "coreml_version": (int, 0),
+    "use_qnn": (bool, False),
+    # --qnn_<key> for each of the QNN delegate's external-delegate keys; "" leaves its default
+    **{f"qnn_{name}": (str, "") for name in typing.get_type_hints(QnnOptions)},
     "max_delegated_partitions": (int, 0), "min_nodes_per_partition": (int, 0),
     "delegate_serialize_dir": (str, ""), "delegate_serialize_token": (str, ""),
     "external_delegate_path": (str, ""), "external_delegate_options": (str, ""),
@@ -110,8 +115,15 @@ def parse_flags(argv: Sequence[str], profile=None) -> tuple[list[Delegate], list
     flags = {name: given.get(name, default) for name, (_, default) in _FLAGS.items()}
     if flags["coreml_version"] not in (0, 2, 3):
         raise DelegateError(f"--coreml_version must be 2 or 3 (0: the newest), not {flags['coreml_version']}")
-    wanted = sorted((where[f], kind) for f, kind in _SWITCHES.items() if f in given and flags[f])
-    return [_FROM_FLAGS[kind](flags, profile) for _, kind in wanted], rest
+    wanted = sorted((_rank(kind, flags), where[f], kind) for f, kind in _SWITCHES.items() if f in given and flags[f])
+    return [_FROM_FLAGS[kind](flags, profile) for _, _, kind in wanted], rest
+
+
+def _rank(kind: str, flags: Mapping[str, Any]) -> int:
+    """QNN's delegate is applied first, whatever the flags' order, as Qualcomm AI Hub runs TFLite
+    models (QNN, then the GPU delegate on what is left, then the CPU); the others in flag order."""
+    is_qnn = kind == DelegateKind.QNN.value or (kind == EXTERNAL and qnn.is_qnn_library(flags["external_delegate_path"]))
+    return 0 if is_qnn else 1
 
 
 def _gpu(flags: Mapping[str, Any], profile) -> Delegate:
@@ -157,9 +169,27 @@ def _coreml(flags: Mapping[str, Any], profile) -> Delegate:
         min_nodes_per_partition=flags["min_nodes_per_partition"]), profile)
 
 
+def _qnn(flags: Mapping[str, Any], profile) -> Delegate:
+    given = {name: flags[f"qnn_{name}"] for name in typing.get_type_hints(QnnOptions) if flags[f"qnn_{name}"] != ""}
+    return QnnDelegate(qnn.options_from_strings(given, lambda key: f"--qnn_{key}"), profile)
+
+
 def _external(flags: Mapping[str, Any], profile) -> Delegate:
     options = parse_external_options(flags["external_delegate_options"])
-    return load_external(flags["external_delegate_path"], options)
+    path = flags["external_delegate_path"]
+    if qnn.is_qnn_library(path):
+        return _qnn_library(path, options, profile)
+    return load_external(path, options)
+
+
+def _qnn_library(path: str, options: Mapping[str, str], profile) -> Delegate:
+    """Qualcomm's delegate library named as an external delegate: the built-in QNN delegate, its
+    key:value options read as the library reads them (backend_type is mandatory there)."""
+    if "backend_type" not in options:
+        raise DelegateError(f"--external_delegate_options: {path} needs backend_type (htp or gpu), which the "
+                            f"QNN delegate requires")
+    return QnnDelegate(qnn.options_from_strings(options, lambda key: f"--external_delegate_options '{key}'"),
+                       profile)
 
 
 @dataclass(frozen=True)
@@ -183,6 +213,7 @@ PROVIDERS: dict[DelegateKind, Provider] = {
                                  {"max_delegated_partitions": "max_number_delegated_partitions"}),
     DelegateKind.HEXAGON: Provider(HexagonDelegate, HexagonOptions, HexagonDelegate, _hexagon),
     DelegateKind.COREML: Provider(CoreMlDelegate, CoreMlOptions, CoreMlDelegate, _coreml),
+    DelegateKind.QNN: Provider(QnnDelegate, QnnOptions, QnnDelegate, _qnn),
 }
 # The same table by kind name, for callers holding names: name -> (options class, constructor).
 BUILTIN: dict[str, tuple[type, Callable[[Any, Any], Delegate]]] = {

@@ -11,7 +11,7 @@ from delegates.rulekit import doc
 __all__ = ["supported_ops_table", "DEFAULT_COLUMNS"]
 
 DEFAULT_COLUMNS = tuple(k.value for k in (DelegateKind.GPU, DelegateKind.HEXAGON, DelegateKind.COREML,
-                                           DelegateKind.NNAPI))
+                                           DelegateKind.NNAPI, DelegateKind.QNN))
 
 
 def _resolve(item: Delegate | str) -> tuple[str, Delegate]:

@@ -50,6 +50,8 @@ EXTRAS: Mapping[UnitKind, Mapping[str, str]] = {
         "hvx_contexts": "HVX vector contexts the DSP runs in parallel",
         "powersave_rate_scale": "rate multiplier at the delegate's highest powersave level",
         "powersave_power_scale": "active-power multiplier at the highest powersave level",
+        "htp_arch": "Hexagon Tensor Processor (HTP) version, 68 for v68 and later (73, 75, 79, ...); absent: a DSP "
+                    "without one, which Qualcomm's QNN delegate cannot use (its HTP backend needs v68+)",
     },
     UnitKind.NPU: {"sram_mb": "on-chip memory; weights beyond it stream from DRAM on every inference"},
 }

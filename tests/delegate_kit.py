@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -41,6 +42,21 @@ def android(api: int = 30, devices=DEVICES, units=("gpu", "dsp", "npu")) -> Prof
     return Profile(name=f"android{api}", description="test phone", os="android", api_level=api,
                    units=(unit("cpu_big", UnitKind.CPU), *(unit(u, kinds[u]) for u in units)),
                    dram=DramSpec(3e10, 1e-10), copy=CopySpec(1e10, 1e-5), nnapi_devices=tuple(devices))
+
+
+def qualcomm(htp_arch: float | None = 75, fp16: bool = True, gpu: bool = True) -> Profile:
+    """An Android phone whose DSP carries a Qualcomm HTP of `htp_arch` (None: a Hexagon without
+    one), with a float16 rate when `fp16`; with or without a GPU."""
+    dsp = unit("dsp", UnitKind.DSP)
+    if not fp16:
+        rates = {p: r for p, r in dsp.macs_per_s.items() if p is not Precision.FLOAT16}
+        dsp = dataclasses.replace(dsp, macs_per_s=rates, elem_per_s=rates,
+                                  active_w={p: 1.0 for p in rates})
+    if htp_arch is not None:
+        dsp = dataclasses.replace(dsp, extras={"htp_arch": float(htp_arch)})
+    units = (unit("cpu_big", UnitKind.CPU), dsp) + ((unit("gpu", UnitKind.GPU),) if gpu else ())
+    return Profile(name=f"qualcomm_v{htp_arch}" if htp_arch else "hexagon_only", description="test phone",
+                   os="android", api_level=34, units=units, dram=DramSpec(3e10, 1e-10), copy=CopySpec(1e10, 1e-5))
 
 
 def iphone(neural_engine: bool = True) -> Profile:

@@ -20,18 +20,19 @@ from delegates.coreml import CoreMlDelegate, CoreMlOptions
 from delegates.gpu import GpuDelegate, GpuOptions
 from delegates.hexagon import HexagonDelegate
 from delegates.nnapi import NnapiDelegate, NnapiOptions
+from delegates.qnn import HtpPrecision, QnnBackend, QnnDelegate, QnnOptions
 from delegates.registry import CLASSES
 from delegates.rulekit import doc
 from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
 from runtime.ir.optypes import OpType as T
 from runtime.ir.options import (Activation, AddOptions, ConcatenationOptions, Conv2DOptions,
                              DepthwiseConv2DOptions, FullyConnectedOptions, MirrorPadMode,
-                             MirrorPadOptions, PackOptions, Pool2DOptions, ReducerOptions,
+                             GatherOptions, MirrorPadOptions, PackOptions, Pool2DOptions, ReducerOptions,
                              ResizeBilinearOptions, SoftmaxOptions, StridedSliceOptions,
                              TransposeConvOptions)
 from sim.cost import Precision
 from sim.profile import load_profile
-from tests.delegate_kit import ALL, android, const, device, live, single_op
+from tests.delegate_kit import ALL, android, const, device, live, qualcomm, single_op
 
 F, H, I8, U8, I16, I32, I64 = (DType.FLOAT32, DType.FLOAT16, DType.INT8, DType.UINT8, DType.INT16,
                                DType.INT32, DType.INT64)
@@ -62,8 +63,14 @@ def hexagon() -> HexagonDelegate:
     return HexagonDelegate(profile=android())
 
 
+def qnn(**options) -> QnnDelegate:
+    """QNN on a phone with a v75 HTP that runs float16 (fp16=False in options: one that does not)."""
+    fp16 = options.pop("fp16", True)
+    return QnnDelegate(QnnOptions(**options), qualcomm(75, fp16=fp16))
+
+
 DEFAULT: dict[str, Callable[[], Delegate]] = {"gpu": GpuDelegate, "hexagon": hexagon,
-                                              "coreml": coreml, "nnapi": nnapi}
+                                              "coreml": coreml, "nnapi": nnapi, "qnn": qnn}
 
 # Every configuration whose rules are collected: the rules are closures over options and levels.
 CONFIGS: dict[str, list[Callable[[], Delegate]]] = {
@@ -71,6 +78,8 @@ CONFIGS: dict[str, list[Callable[[], Delegate]]] = {
     "hexagon": [hexagon],
     "coreml": [lambda: coreml(2), lambda: coreml(3)],
     "nnapi": [functools.partial(nnapi, api) for api in range(27, 36)] + [lambda: nnapi(27, level=0)],
+    "qnn": [qnn, lambda: qnn(htp_precision=HtpPrecision.QUANTIZED), lambda: qnn(fp16=False),
+            lambda: qnn(backend_type=QnnBackend.GPU)],
 }
 
 
@@ -427,7 +436,51 @@ NNAPI = [
     case("nnapi", "not_hybrid", sequence_lstm(), sequence_lstm(I8)),
 ]
 
-CASES = GPU + HEXAGON + COREML + NNAPI
+def operands(kind, *values, dtype=F, shape=IMG, const_at=None, out_shape=None, options=None) -> OneOp:
+    """Data, then integer operands (constant unless their position is left out of `const_at`)."""
+    keep = range(len(values)) if const_at is None else const_at
+    inputs = [live(shape, dtype)] + [_operand(v, I32, k in keep, f"v{k}") for k, v in enumerate(values)]
+    return single_op(kind, inputs, live(out_shape or shape, dtype, "y"), options)
+
+
+def one_hot(static=True) -> OneOp:
+    inputs = [live((4,), I32, "indices"), _operand(np.int32(3), I32, static, "depth"),
+              const(np.float32(1), F, "on"), const(np.float32(0), F, "off")]
+    return single_op(T.ONE_HOT, inputs, live((4, 3), F, "y"))
+
+
+QNN = [
+    case("qnn", "fused_activation_supported", binary(T.ADD, options=AddOptions(A.TANH)),
+         binary(T.ADD, options=AddOptions(A.SIGN_BIT))),
+    case("qnn", "static_axis", with_operand(T.ARG_MAX, [3], out_shape=(1, 4, 4)),
+         with_operand(T.ARG_MAX, [3], is_const=False, out_shape=(1, 4, 4))),
+    case("qnn", "static_paddings", pad(), pad(is_const=False)),
+    case("qnn", "static_permutation", with_operand(T.TRANSPOSE, [0, 2, 1, 3]),
+         with_operand(T.TRANSPOSE, [0, 2, 1, 3], is_const=False)),
+    case("qnn", "static_slice", slicing(), slicing(is_const=False)),
+    case("qnn", "static_strided_slice", slicing(T.STRIDED_SLICE, options=StridedSliceOptions()),
+         slicing(T.STRIDED_SLICE, is_const=False, options=StridedSliceOptions())),
+    case("qnn", "no_ellipsis_mask", slicing(T.STRIDED_SLICE, options=StridedSliceOptions(new_axis_mask=1)),
+         slicing(T.STRIDED_SLICE, options=StridedSliceOptions(ellipsis_mask=1))),
+    case("qnn", "static_split_axis", split(), split(is_const=False)),
+    case("qnn", "static_split_v", operands(T.SPLIT_V, [4], np.int32(1)),
+         operands(T.SPLIT_V, [4], np.int32(1), const_at=(0,))),
+    case("qnn", "static_block", operands(T.SPACE_TO_BATCH_ND, [2, 2], [[0, 0], [0, 0]], out_shape=(4, 2, 2, 3)),
+         operands(T.SPACE_TO_BATCH_ND, [2, 2], [[0, 0], [0, 0]], const_at=(0,), out_shape=(4, 2, 2, 3))),
+    case("qnn", "static_one_hot", one_hot(), one_hot(static=False)),
+    case("qnn", "static_axes_vector", with_operand(T.MEAN, [1, 2]), with_operand(T.MEAN, 1)),
+    case("qnn", "gather_batch_dims_0", with_operand(T.GATHER, [0, 2], options=GatherOptions(batch_dims=0)),
+         with_operand(T.GATHER, [0, 2], options=GatherOptions(batch_dims=1))),
+    case("qnn", "single_static_axis", with_operand(T.REVERSE_V2, [1]), with_operand(T.REVERSE_V2, [1, 2])),
+    case("qnn", "htp_tensor_types", binary(T.ADD), binary(T.ADD, I64)),
+    case("qnn", "htp_quantized_types", binary(T.ADD, I8), binary(T.ADD),
+         ok_with=lambda: qnn(htp_precision=HtpPrecision.QUANTIZED)),
+    case("qnn", "htp_without_fp16", binary(T.ADD, I16), binary(T.ADD), ok_with=lambda: qnn(fp16=False)),
+    case("qnn", "gpu_tensor_types", binary(T.ADD), binary(T.ADD, I8),
+         ok_with=lambda: qnn(backend_type=QnnBackend.GPU)),
+]
+
+CASES = GPU + HEXAGON + COREML + NNAPI + QNN
 
 
 def _rule_of(case_: Case, delegate: Delegate, op: Op):

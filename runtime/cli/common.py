@@ -25,7 +25,7 @@ __all__ = ["LoadedModel", "PROVIDER_NAMES", "QUANTIZATIONS", "add_device_flag", 
            "to_us", "tflite_bool", "uniform_inputs", "warn_refusals", "write_atomic", "zoo_args_text"]
 
 # DelegateProvider::GetName() of TFLite's providers (tflite/tools/delegates/*_delegate_provider.cc).
-PROVIDER_NAMES = {"gpu": "GPU", "nnapi": "NNAPI", "hexagon": "Hexagon", "coreml": "COREML",
+PROVIDER_NAMES = {"gpu": "GPU", "nnapi": "NNAPI", "hexagon": "Hexagon", "coreml": "COREML", "qnn": "QNN",
                   "external": "EXTERNAL"}
 
 

@@ -1,0 +1,383 @@
+"""Qualcomm's QNN delegate (TfLiteQnnDelegate, libQnnTFLiteDelegate.so): its options and which ops it takes.
+
+Options: the QNN TFLite delegate's C API (QnnTFLiteDelegate.h, TfLiteQnnDelegateOptions and its
+HTP / GPU backend options) and its external-delegate key:value strings (Qualcomm AI Engine Direct
+docs, "External Delegate Options", docs.qualcomm.com 80-63442-10 / 80-70014-54). Op support: the op
+builders LiteRT's Qualcomm plugin maps each TFLite op with (google-ai-edge/LiteRT,
+litert/vendors/qualcomm/compiler/qnn_compose_graph.cc and core/builders/*.cc), each refusal there a
+rule here.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from delegates import rulekit as rk
+from delegates.api import Delegate, DelegateError, DelegateOptions, Rule, Support
+from delegates.external import CodedEnum, coerce
+from runtime.ir.graph import DType, Graph, Op
+from runtime.ir.optypes import OpType
+from runtime.ir.options import Activation
+from sim.cost import Precision
+from sim.dsp import FIRST_HTP, has_htp
+from sim.spec import UnitKind
+
+__all__ = ["QnnDelegate", "QnnOptions", "QnnBackend", "HtpPrecision", "HtpPerformanceMode", "HtpPerfCtrlStrategy",
+           "HtpPdSession", "HtpOptimizationStrategy", "GpuPrecision", "GpuPerformanceMode", "LogLevel", "TABLE",
+           "LIBRARY", "is_qnn_library", "options_from_strings", "rule_table"]
+
+# The library benchmark_model's --external_delegate_path names for this delegate.
+LIBRARY = "libQnnTFLiteDelegate.so"
+
+
+class QnnBackend(enum.Enum):
+    """backend_type: the QNN backend library the graph is opened with (mandatory, no default)."""
+
+    HTP = "htp"   # the Hexagon Tensor Processor, the phone's NPU
+    GPU = "gpu"   # Adreno, through QNN's own GPU backend
+
+
+# Each enum below lists its members in the order of the C enum, so a member's code is the number the
+# external-delegate options take (QnnTFLiteDelegate.h); the names are the docs' names for them.
+class HtpPrecision(CodedEnum):
+    QUANTIZED = "quantized"   # kHtpQuantized: quantized networks only
+    FP16 = "fp16"             # kHtpFp16: float graphs run in float16, quantized ones stay quantized
+
+
+class HtpPerformanceMode(CodedEnum):
+    DEFAULT = "default"
+    SUSTAINED_HIGH_PERFORMANCE = "sustained_high_performance"
+    BURST = "burst"
+    HIGH_PERFORMANCE = "high_performance"
+    POWER_SAVER = "power_saver"
+    LOW_POWER_SAVER = "low_power_saver"
+    HIGH_POWER_SAVER = "high_power_saver"
+    LOW_BALANCED = "low_balanced"
+    BALANCED = "balanced"
+    EXTREME_POWER_SAVER = "extreme_power_saver"
+
+
+class HtpPerfCtrlStrategy(CodedEnum):
+    MANUAL = "manual"
+    AUTO = "auto"
+
+
+class HtpPdSession(CodedEnum):
+    UNSIGNED = "unsigned"
+    SIGNED = "signed"
+
+
+class HtpOptimizationStrategy(CodedEnum):
+    INFERENCE = "inference"
+    PREPARE = "prepare"
+    INFERENCE_O3 = "inference_o3"
+
+
+class GpuPrecision(CodedEnum):
+    USER_PROVIDED = "user_provided"   # obey the precisions the TFLite graph has
+    FP32 = "fp32"
+    FP16 = "fp16"
+    HYBRID = "hybrid"
+
+
+class GpuPerformanceMode(CodedEnum):
+    DEFAULT = "default"
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+
+class LogLevel(CodedEnum):
+    OFF = "off"
+    ERROR = "error"
+    WARN = "warn"
+    INFO = "info"
+    VERBOSE = "verbose"
+    DEBUG = "debug"
+
+
+@dataclass(frozen=True)
+class QnnOptions:
+    """TfLiteQnnDelegateOptions by their external-delegate keys. Defaults: QNN_DELEGATE_HTP_OPTION_INIT
+    and QNN_DELEGATE_GPU_OPTION_INIT of delegate API 0.24 (HTP: fp16, conv HMX on; GPU: fp16)."""
+
+    backend_type: QnnBackend = QnnBackend.HTP
+    htp_precision: HtpPrecision = HtpPrecision.FP16
+    htp_performance_mode: HtpPerformanceMode = HtpPerformanceMode.DEFAULT
+    htp_perf_ctrl_strategy: HtpPerfCtrlStrategy = HtpPerfCtrlStrategy.MANUAL
+    htp_pd_session: HtpPdSession = HtpPdSession.UNSIGNED
+    htp_optimization_strategy: HtpOptimizationStrategy = HtpOptimizationStrategy.INFERENCE
+    htp_use_conv_hmx: bool = True
+    htp_use_fold_relu: bool = False
+    htp_vtcm_size: int = 0          # MB; 0: the device's default VTCM share
+    htp_num_hvx_threads: int = 0    # 0: the default thread count
+    htp_device_id: int = 0          # which HTP on a SoC with several
+    gpu_precision: GpuPrecision = GpuPrecision.FP16
+    gpu_performance_mode: GpuPerformanceMode = GpuPerformanceMode.DEFAULT
+    log_level: LogLevel = LogLevel.OFF
+    profiling: bool = False
+    library_path: str = ""
+    skel_library_dir: str = ""
+    cache_dir: str = ""
+    model_token: str = ""
+
+    def __post_init__(self):
+        for name in ("htp_vtcm_size", "htp_num_hvx_threads", "htp_device_id"):
+            if getattr(self, name) < 0:
+                raise DelegateError(f"qnn option '{name}' must be >= 0, not {getattr(self, name)}")
+
+
+_HINTS = typing.get_type_hints(QnnOptions)
+
+
+def options_from_strings(values: Mapping[str, Any], where: Callable[[str], str]) -> QnnOptions:
+    """QnnOptions from text values by key (flags, key:value strings, scenario options); a bad key or
+    value raises DelegateError naming it as `where(key)` does."""
+    typed = {}
+    for key, value in values.items():
+        if key not in _HINTS:
+            raise DelegateError(f"{where(key)}: the QNN delegate has no option '{key}'; it takes "
+                                f"{', '.join(_HINTS)}")
+        typed[key] = coerce(_HINTS[key], value, where(key))
+        if _HINTS[key] is int and typed[key] < 0:
+            raise DelegateError(f"{where(key)} must be >= 0, not {typed[key]}")
+    return QnnOptions(**typed)
+
+
+def is_qnn_library(path: str) -> bool:
+    """Whether an external delegate path names Qualcomm's QNN delegate library."""
+    return os.path.basename(path) == LIBRARY
+
+
+# -- rules shared by every op ------------------------------------------------------------------
+
+_QUANT = frozenset({DType.INT8, DType.UINT8, DType.INT16})
+_INDEX = frozenset({DType.INT32, DType.BOOL})
+
+
+def _live_dtypes(op: Op, graph: Graph) -> set[DType]:
+    return {t.dtype for t in rk.live_tensors(op, graph)}
+
+
+def _types_rule(allowed: frozenset[DType], reason: str, name: str) -> Rule:
+    return rk.rule(reason, lambda op, graph: _live_dtypes(op, graph) <= allowed, name)
+
+
+# The HTP's tensor types: 8- and 16-bit fixed point, int32, bool, and float16 where the SoC has it
+# (the QNN HTP backend's data types; a float32 graph runs as float16 with htp_precision fp16, the
+# external-delegate options' "precision for fp32 graphs"). A float op under htp_precision quantized
+# stays on the CPU.
+HTP_FP16 = _types_rule(_QUANT | _INDEX | rk.FLOATS,
+                       "Run-time tensors must be float32/float16 (run in float16), 8/16-bit quantized, int32 or "
+                       "bool.", "htp_tensor_types")
+HTP_QUANTIZED = _types_rule(_QUANT | _INDEX,
+                            "htp_precision is quantized: float ops stay on the CPU; run-time tensors must be "
+                            "8/16-bit quantized, int32 or bool.", "htp_quantized_types")
+HTP_NO_FP16 = _types_rule(_QUANT | _INDEX,
+                          "This phone's HTP runs no float16 (its profile gives it no float16 rate): float ops "
+                          "stay on the CPU; run-time tensors must be 8/16-bit quantized, int32 or bool.",
+                          "htp_without_fp16")
+# QNN's GPU backend computes float32 or float16 (gpu_precision); indices and masks stay int32 / bool.
+GPU_FLOAT = _types_rule(rk.FLOATS | _INDEX,
+                        "QNN's GPU backend takes float models: run-time tensors must be float32/float16, int32 "
+                        "or bool.", "gpu_tensor_types")
+
+# -- per-op rules --------------------------------------------------------------------------------
+
+
+def fused_activation_supported(op: Op, graph: Graph) -> bool:
+    """Fused activation must be NONE, RELU, RELU_N1_TO_1, RELU6 or TANH."""
+    # op_builder.cc AddFusedActivationNode: any other value is logged and dropped, so it is refused here
+    return rk.activation(op) in (Activation.NONE, Activation.RELU, Activation.RELU_N1_TO_1, Activation.RELU6,
+                                 Activation.TANH)
+
+
+def _static(*indices: int) -> Callable[[Op, Graph], bool]:
+    def test(op: Op, graph: Graph) -> bool:
+        return all(k < len(op.inputs) and op.inputs[k] >= 0 and graph.tensors[op.inputs[k]].is_constant
+                   for k in indices)
+
+    return test
+
+
+static_axis = rk.rule("The axis must be a constant tensor.", _static(1), "static_axis")
+static_paddings = rk.rule("Paddings must be a constant tensor.", _static(1), "static_paddings")
+static_permutation = rk.rule("The permutation must be a constant tensor.", _static(1), "static_permutation")
+static_slice = rk.rule("Begin and size must be constant tensors.", _static(1, 2), "static_slice")
+static_strided_slice = rk.rule("Begin, end and strides must be constant tensors.", _static(1, 2, 3),
+                               "static_strided_slice")
+static_split_axis = rk.rule("The split axis must be a constant tensor.", _static(0), "static_split_axis")
+static_split_v = rk.rule("size_splits and the axis must be constant tensors.", _static(1, 2), "static_split_v")
+static_block = rk.rule("Block shape and crops/paddings must be constant tensors.", _static(1, 2), "static_block")
+static_one_hot = rk.rule("Depth, on value and off value must be constant tensors.", _static(1, 2, 3),
+                         "static_one_hot")
+
+
+def static_axes_vector(op: Op, graph: Graph) -> bool:
+    """Reduction axes must be a constant 1-D tensor."""
+    axes = rk.tensor(op, graph, 1)
+    return axes is not None and axes.is_constant and len(axes.shape) == 1
+
+
+def gather_batch_dims_0(op: Op, graph: Graph) -> bool:
+    """batch_dims must be 0."""
+    return int(rk.option(op, "batch_dims", 0)) == 0
+
+
+def no_ellipsis_mask(op: Op, graph: Graph) -> bool:
+    """Only ellipsis_mask 0 is supported."""
+    return not rk.option(op, "ellipsis_mask", 0)
+
+
+def single_static_axis(op: Op, graph: Graph) -> bool:
+    """The axis must be one constant int32 value."""
+    axis = rk.tensor(op, graph, 1)
+    return axis is not None and axis.is_constant and axis.dtype is DType.INT32 and axis.data.size == 1
+
+
+_ACT = (fused_activation_supported,)
+_REDUCE = (static_axes_vector,)
+# Ops LiteRT's Qualcomm plugin builds without further conditions (qnn_compose_graph.cc, kOpBuilders).
+_PLAIN = (
+    OpType.ABS, OpType.BATCH_MATMUL, OpType.BROADCAST_TO, OpType.CAST, OpType.CEIL, OpType.CONV_3D, OpType.COS,
+    OpType.DEPTH_TO_SPACE, OpType.DEQUANTIZE, OpType.DYNAMIC_UPDATE_SLICE, OpType.ELU, OpType.EMBEDDING_LOOKUP,
+    OpType.EQUAL, OpType.EXP, OpType.FLOOR, OpType.FLOOR_DIV, OpType.FLOOR_MOD, OpType.GATHER_ND, OpType.GELU,
+    OpType.GREATER, OpType.GREATER_EQUAL, OpType.HARD_SWISH, OpType.L2_POOL_2D, OpType.LEAKY_RELU, OpType.LESS,
+    OpType.LESS_EQUAL, OpType.LOG, OpType.LOG_SOFTMAX, OpType.LOGICAL_AND, OpType.LOGICAL_NOT, OpType.LOGICAL_OR,
+    OpType.LOGISTIC, OpType.MAXIMUM, OpType.MINIMUM, OpType.NEG, OpType.NOT_EQUAL, OpType.PACK, OpType.POW,
+    OpType.PRELU, OpType.QUANTIZE, OpType.RELU, OpType.RELU_0_TO_1, OpType.RELU_N1_TO_1, OpType.RELU6,
+    OpType.RESHAPE, OpType.RESIZE_BILINEAR, OpType.RESIZE_NEAREST_NEIGHBOR, OpType.ROUND, OpType.RSQRT,
+    OpType.SCATTER_ND, OpType.SELECT, OpType.SELECT_V2, OpType.SIGN, OpType.SIN, OpType.SOFTMAX,
+    OpType.SPACE_TO_DEPTH, OpType.SQRT, OpType.SQUARE, OpType.SQUARED_DIFFERENCE, OpType.TANH, OpType.TILE,
+    OpType.TOPK_V2, OpType.UNPACK,
+)
+
+# Op type -> the conditions its builder checks before it emits QNN ops, in that order.
+TABLE: dict[OpType, tuple[Rule, ...]] = {
+    **{t: () for t in _PLAIN},
+    OpType.ADD: _ACT, OpType.SUB: _ACT, OpType.MUL: _ACT, OpType.DIV: _ACT,
+    OpType.CONCATENATION: _ACT, OpType.CONV_2D: _ACT, OpType.DEPTHWISE_CONV_2D: _ACT,
+    OpType.TRANSPOSE_CONV: _ACT, OpType.FULLY_CONNECTED: _ACT, OpType.L2_NORMALIZATION: _ACT,
+    OpType.AVERAGE_POOL_2D: _ACT, OpType.MAX_POOL_2D: _ACT,
+    OpType.ARG_MAX: (static_axis,), OpType.ARG_MIN: (static_axis,), OpType.CUMSUM: (static_axis,),  # arg_min_max / cumsum_op_builder.cc
+    OpType.GATHER: (gather_batch_dims_0,),                                      # gather_op_builder.cc
+    OpType.MEAN: _REDUCE, OpType.SUM: _REDUCE, OpType.REDUCE_MAX: _REDUCE, OpType.REDUCE_MIN: _REDUCE,
+    OpType.REDUCE_ANY: _REDUCE, OpType.REDUCE_ALL: _REDUCE,                    # reduce_op_builder.cc
+    OpType.PAD: (static_paddings,), OpType.PADV2: (static_paddings,),
+    OpType.MIRROR_PAD: (static_paddings,),                                      # pad_op_builder.cc
+    OpType.SLICE: (static_slice,),                                              # slice_op_builder.cc
+    OpType.STRIDED_SLICE: (no_ellipsis_mask, static_strided_slice),             # strided_slice_op_builder.cc
+    OpType.TRANSPOSE: (static_permutation,),                                    # transpose_op_builder.cc
+    OpType.SPLIT: (static_split_axis,), OpType.SPLIT_V: (static_split_v,),      # split(v)_op_builder.cc
+    OpType.REVERSE_V2: (single_static_axis,),                                   # reverse_op_builder.cc
+    OpType.BATCH_TO_SPACE_ND: (static_block,), OpType.SPACE_TO_BATCH_ND: (static_block,),  # spatial_transform_nd
+    OpType.ONE_HOT: (static_one_hot,),                                          # onehot_op_builder.cc
+}
+
+
+def rule_table(options: QnnOptions | None = None) -> dict[OpType, tuple[Rule, ...]]:
+    return dict(TABLE)
+
+
+# -- the delegate ----------------------------------------------------------------------------------
+
+# Performance modes that vote the HTP's clock down: the profile's powersave scales apply.
+_SAVERS = frozenset({HtpPerformanceMode.POWER_SAVER, HtpPerformanceMode.LOW_POWER_SAVER,
+                     HtpPerformanceMode.HIGH_POWER_SAVER, HtpPerformanceMode.EXTREME_POWER_SAVER})
+
+
+def _htp_units(profile) -> list:
+    return [u for u in profile.units_of(UnitKind.DSP) if has_htp(u)]
+
+
+def _computes_in_float(op: Op, graph: Graph) -> bool:
+    """A float run-time tensor other than the float side of a QUANTIZE / DEQUANTIZE, where a
+    quantized model meets the float world and still runs in integers."""
+    edge = op.inputs if op.type is OpType.QUANTIZE else op.outputs if op.type is OpType.DEQUANTIZE else ()
+    inner = [t for t in (*op.inputs, *op.outputs) if t >= 0 and t not in edge and not rk.is_const(graph, t)]
+    return any(graph.tensors[t].dtype in rk.FLOATS for t in inner)
+
+
+class QnnDelegate(Delegate):
+    """Takes what QNN's HTP backend (or its GPU backend) builds: quantized ops as integers, float ops in
+    float16 on an HTP with htp_precision fp16; no partition limit."""
+
+    name = "TfLiteQnnDelegate"
+    fp16_dequant_rule = False
+    allows_dynamic_tensors = False   # the plugin converts ranked tensors only (ConvertTensor)
+
+    def __init__(self, options: QnnOptions | None = None, profile=None):
+        super().__init__(DelegateOptions())
+        self.config = options or QnnOptions()
+        htp = self.config.backend_type is QnnBackend.HTP
+        self.unit = "dsp" if htp else "gpu"
+        units = (_htp_units(profile) if htp else list(profile.units_of(UnitKind.GPU))) if profile else None
+        self.unit_name = units[0].name if units else self.unit
+        self.platform_refusal = self._refusal(profile) if units == [] else None
+        self._fp16 = htp and self.config.htp_precision is HtpPrecision.FP16
+        spec = units[0] if units else None
+        self._common = (self._types_rule(spec),)
+
+    def _refusal(self, profile) -> str:
+        if self.config.backend_type is QnnBackend.HTP:
+            return (f"QNN delegate: {profile.name} has no Qualcomm HTP (a Hexagon v{FIRST_HTP} or later NPU), "
+                    f"so backend_type htp cannot open")
+        return f"QNN delegate: {profile.name} has no GPU for backend_type gpu"
+
+    def _types_rule(self, spec) -> Rule:
+        if self.config.backend_type is QnnBackend.GPU:
+            return GPU_FLOAT
+        if not self._fp16:
+            return HTP_QUANTIZED
+        if spec is not None and Precision.FLOAT16 not in spec.macs_per_s:
+            return HTP_NO_FP16
+        return HTP_FP16
+
+    def rule_table(self) -> dict[OpType, tuple[Rule, ...]]:
+        return rule_table(self.config)
+
+    def common_rules(self) -> tuple[Rule, ...]:
+        return self._common
+
+    def is_node_supported(self, op: Op, graph: Graph) -> Support:
+        if self.platform_refusal:
+            return Support(False, self.platform_refusal)
+        return rk.judge(op, graph, TABLE, "Operation is not supported by the QNN delegate.", before=self._common)
+
+    def numeric_mode(self, graph: Graph, nodes=None) -> str:
+        """HTP: float16 for a partition holding float tensors, integer kernels otherwise. GPU:
+        gpu_precision's float16 (fp16, hybrid) or float32 (fp32, user_provided of a float32 graph)."""
+        if self.config.backend_type is QnnBackend.GPU:
+            fp32 = self.config.gpu_precision in (GpuPrecision.FP32, GpuPrecision.USER_PROVIDED)
+            return "FLOAT32_VIEW" if fp32 else "FLOAT16"
+        ops = [graph.ops[i] for i in (nodes if nodes is not None else range(len(graph.ops)))]
+        return "FLOAT16" if any(_computes_in_float(op, graph) for op in ops) else "INTEGER"
+
+    def unit_scales(self, unit):
+        """A power-saver performance vote lowers the HTP's clock: the profile's powersave scales."""
+        from sim.unit import Scales
+
+        if self.config.backend_type is not QnnBackend.HTP or self.config.htp_performance_mode not in _SAVERS:
+            return Scales()
+        extras = unit.spec.extras
+        return Scales(rate=extras.get("powersave_rate_scale", 1.0), power=extras.get("powersave_power_scale", 1.0))
+
+    def init_seconds(self, spec, graph) -> float:
+        """Graph preparation on the backend; with cache_dir and model_token, a later init reads the
+        compiled context binary instead (the delegate's RESTORE mode)."""
+        from delegates import compile_cache
+
+        cfg = self.config
+        key = f"qnn-{cfg.backend_type.value}"
+        warm = compile_cache.is_warm(cfg.cache_dir or None, cfg.model_token or None, key, graph)
+        compile_cache.store(cfg.cache_dir or None, cfg.model_token or None, key, graph)
+        return spec.cached_init_s if warm else spec.init_s
+
+    def create_kernel(self, partition):
+        from delegates.kernel import UnitKernel
+
+        return UnitKernel(partition, self.numeric_mode(partition.graph, partition.nodes), self.unit_name)
