@@ -245,3 +245,29 @@ def test_every_long_example_is_in_the_docs():
     written = [c for p in [README, *PAGES] for c in _commands(p)]
     for key in LONG:
         assert any(c == key or (key.endswith("*") and c.startswith(key[:-1])) for c in written), key
+
+
+def _resolves(dotted: str) -> bool:
+    """A dotted name is a module, or an attribute (chain) of the longest module that imports."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for name in parts[cut:]:
+                obj = getattr(obj, name)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+@pytest.mark.parametrize("path", [README, *PAGES], ids=lambda p: p.name)
+def test_named_python_names_exist(path):
+    """`runtime.zoo.LIMITS`, `delegates.guard.time_budget(seconds)`: the module and the name in it exist."""
+    names = {m.group(1) for span in re.findall(r"`([^`\n]+)`", _prose(path))
+             for m in [re.match(r"(?:from |import )?((?:runtime|sim|delegates)(?:\.\w+)+)", span)] if m}
+    missing = sorted(n for n in names if not _resolves(n))
+    assert not missing, f"{path.name} names Python objects that do not exist: {missing}"
