@@ -1,4 +1,4 @@
-"""README's accuracy table: `dtb eval` on the committed trained models, per precision, phone and delegate.
+"""The accuracy tables of docs/accuracy.md: `dtb eval` on the committed trained models, per precision, phone and delegate.
 
 Usage: python benchmarks/accuracy_table.py [--num_images N] [--task classification|detection]
 

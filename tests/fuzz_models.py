@@ -1,7 +1,7 @@
 """Fuzzing damaged .tflite files: structure-aware mutations of the fixture models, each fed through
 the API and the CLI; the only allowed outcomes are a run or one ModelError line naming the file.
 
-    python -m tests.fuzz_models --cases 10000 --measure          # the long run (see README)
+    python -m tests.fuzz_models --cases 10000 --measure          # the long run (docs/robustness.md)
     python -m tests.fuzz_models --replay out/fuzz/failures/3141.tflite
 
 The mutations know the flatbuffer's layout: they rewrite shape dimensions, strides and other

@@ -16,7 +16,7 @@ stderr naming the file). Anything else, a traceback or a case over 20 s, is a cr
 worker process that the harness kills and restarts when one takes too long, with a 4 GiB address-space
 limit, so a hang or a runaway allocation is recorded instead of stopping the run.
 
-    python -m tests.fuzz_scenarios --cases 5000            # the long run (README gives its figures)
+    python -m tests.fuzz_scenarios --cases 5000            # the long run (docs/robustness.md gives its figures)
     python -m tests.fuzz_scenarios --cases 200 --seed 7 --save out/crashes
 
 tests/test_fuzz_scenarios.py runs a bounded number of hypothesis-driven cases in the suite.

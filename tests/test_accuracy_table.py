@@ -1,4 +1,4 @@
-"""README's accuracy tables are what benchmarks/accuracy_table.py prints: a sample of rows recomputed on every image."""
+"""The accuracy tables of docs/accuracy.md are what benchmarks/accuracy_table.py prints: a sample of rows recomputed on every image."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ def _script():
     return module
 
 
-def _readme_rows() -> set[str]:
-    return {line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| ")}
+def _page_rows() -> set[str]:
+    return {line for line in (ROOT / "docs" / "accuracy.md").read_text().splitlines() if line.startswith("| ")}
 
 
-# The rows that carry the README's point: an 8-bit model gains a little on the float16 GPU and
+# The rows that carry the page's point: an 8-bit model gains a little on the float16 GPU and
 # matches the CPU exactly on the integer delegates; and a row where the delegate takes nothing.
 SAMPLE = [("classification", "int8", "pixel4", ""), ("classification", "int8", "pixel4", "gpu"),
           ("classification", "int8", "pixel3", "hexagon"), ("detection", "int8", "iphone_xs", "gpu"),
@@ -29,9 +29,9 @@ SAMPLE = [("classification", "int8", "pixel4", ""), ("classification", "int8", "
 
 
 @pytest.mark.parametrize("task,precision,phone,delegate", SAMPLE)
-def test_readme_row_is_reproduced(task, precision, phone, delegate):
+def test_accuracy_page_row_is_reproduced(task, precision, phone, delegate):
     table = _script()
     pattern, flags = table._task_flags(task)
     record = table._one(task, pattern.format(precision), flags, phone, delegate, 0)
     row = table._row(task, precision, phone, delegate, record)
-    assert row in _readme_rows(), f"README lacks this row (rerun benchmarks/accuracy_table.py): {row}"
+    assert row in _page_rows(), f"docs/accuracy.md lacks this row (rerun benchmarks/accuracy_table.py): {row}"

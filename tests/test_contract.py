@@ -1,5 +1,5 @@
 """The delegate contract: every hook declared once in delegates/api.py with a default, the runtime
-probing none, the delegate kinds defined once, and README's list of hooks in step with the code."""
+probing none, the delegate kinds defined once, and docs/delegates.md's list of hooks in step with the code."""
 
 from __future__ import annotations
 
@@ -341,17 +341,17 @@ def test_the_kind_scan_finds_spelled_lists():
     assert not _spelled_lists(ast.parse('UNITS = {"gpu": 1, "dsp": 2}\nif kind == "gpu": pass'))
 
 
-# -- README lists the hooks as api.py declares them ----------------------------------------------------
+# -- docs/delegates.md lists the hooks as api.py declares them ----------------------------------------------------
 
 _BLOCK = re.compile(r"<!-- hooks: generated from delegates/api.py by `python -m delegates.contract` -->\n"
                     r"(.*?)\n<!-- /hooks -->", re.DOTALL)
 
 
-def test_readme_lists_every_hook_as_api_declares_it():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    writing = readme[readme.index("### Writing a delegate"):readme.index("### When a delegate fails")]
+def test_delegates_page_lists_every_hook_as_api_declares_it():
+    page = (ROOT / "docs" / "delegates.md").read_text(encoding="utf-8")
+    writing = page[page.index("## Writing a delegate"):page.index("## When a delegate fails")]
     block = _BLOCK.search(writing)
-    assert block, "README's 'Writing a delegate' has no generated list of hooks"
+    assert block, "docs/delegates.md's 'Writing a delegate' has no generated list of hooks"
     assert block.group(1) == contract.markdown(), "regenerate it: python -m delegates.contract"
     for hook in contract.hooks():
         assert f"- `{hook.name}" in block.group(1)

@@ -110,17 +110,30 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The command line as `main` reads it, running nothing: the arguments, and the TFLite delegate
+    flags left for the registry. A usage error exits 2, as argparse does (the docs' test checks its
+    long-running examples this way, so a renamed flag fails it)."""
+    argv = list(argv)
+    if argv[:1] == ["conformance"]:
+        from runtime.cli.conformance import build_parser
+
+        return build_parser().parse_args(argv[1:]), []
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "takes_delegate_flags", False):
+        (getattr(args, "parser", None) or parser).error(f"unrecognized arguments: {' '.join(extra)}")
+    return args, extra
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["conformance"]:
         from runtime.cli.conformance import main as conformance
 
         return conformance(argv[1:])
-    parser = _parser()
-    args, extra = parser.parse_known_args(argv)
+    args, extra = parse(argv)
     sp = getattr(args, "parser", None)
-    if extra and not getattr(args, "takes_delegate_flags", False):
-        (sp or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     # The newer tools name themselves in errors as argparse does ("dtb benchmark: error: ...").
     prefix = sp.prog if sp is not None else "dtb"
     try:
