@@ -123,10 +123,12 @@ class RowSim:
         self.used = self._used()
 
     def _used(self) -> set[str]:
+        from runtime.interpreter.executor import PartitionJob
+
         sim = self.it.simulation
         used = {sim.soc.cpu.name}
         for job in sim.executor.jobs:
-            if not hasattr(job, "step"):      # a CPU op
+            if not isinstance(job, PartitionJob):      # a CPU op
                 continue
             used.update(u.name for u in (job.unit, *(op.unit for op in job.ops if op.unit is not None)))
             used.update(f"nnapi:{d}" for d in job.step.delegate.devices_for(job.step.partition))

@@ -10,13 +10,14 @@ import numpy as np
 from runtime.limits import memory
 
 from runtime.model import tflite_read as tflite_io
-from runtime.interpreter.plan import build_plan, delegated_ops, named, precheck, run_steps, split_constant, validated
+from runtime.interpreter.plan import build_plan, delegated_ops, precheck, split_constant, validated
 from runtime.ops import opcheck
 from runtime.ir.graph import Graph, Tensor
 from runtime.interpreter.model_state import ModelState
 from runtime.ops import Node
 from runtime.ops.parallel import set_num_threads
 from runtime.ops.random import restart_generators
+from runtime.ops.steps import named, run_steps
 from runtime.ops.temporaries import prepared_by_allocation, temporaries
 
 __all__ = ["Interpreter", "SignatureRunner", "OpResolverType"]
@@ -131,15 +132,15 @@ class Interpreter:
             saved = self._state.save()
             self._run(self._plan)  # learn every tensor's shape for the new input sizes
             self._state.restore(saved)  # that run leaves resource variables and CALL_ONCE as they were
-            restart_generators(step[1] for step in self._plan)  # LiteRT prepares anew: draws restart
+            restart_generators(step.node for step in self._plan)  # LiteRT prepares anew: draws restart
             self._shapes = [v.shape if v is not None else s for v, s in zip(self._values, self._shapes)]
             self.reset_all_variables()
             self._run(self._folded)
         self._prepared = list(self._shapes)
         self._prepared_ops.update(prepared_by_allocation(self._graph))
         if self._sim is not None:
-            entries = {step[1].index: step for step in self._plan}
-            folded = frozenset(step[1].index for step in self._folded)
+            entries = {step.index: step for step in self._plan}
+            folded = frozenset(step.index for step in self._folded)
             self._sim.allocate(self._shapes, folded, lambda i: self._run((entries[i],)), values)
 
     def reset_all_variables(self) -> None:

@@ -9,6 +9,7 @@ from typing import Mapping, Sequence
 
 from runtime.measure import arena
 from runtime.interpreter.delegation import CpuStep
+from runtime.interpreter.executor import PartitionJob
 from runtime.ir.graph import Graph
 from runtime.ir.optypes import OpType
 from runtime.ops.dynamic import computed_in_prepare, dynamic_outputs
@@ -214,7 +215,7 @@ def on_chip_weights(executor) -> dict[str, tuple[int, int]]:
     cost model charges them (sim/mechanisms.sram_resident)."""
     out: dict[str, tuple[int, int]] = {}
     for job in executor.jobs:
-        for op in getattr(job, "ops", ()) if hasattr(job, "step") else ():
+        for op in job.ops if isinstance(job, PartitionJob) else ():
             unit = op.unit or job.unit
             sram, w = unit.spec.sram_bytes, op.work
             if sram <= 0:

@@ -12,8 +12,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from runtime.interpreter.delegation import CpuStep
+from runtime.interpreter.executor import PartitionJob
 from runtime.ir.graph import Graph
 from runtime.measure.figures import output_diff
+from runtime.scenario.spec import DelegateSpec
 from sim.work import footprint, tensor_bytes
 
 __all__ = ["record_fields", "unit_footprint", "strict_json", "nonfinite_records"]
@@ -27,7 +29,7 @@ def unit_footprint(sim) -> dict[str, int]:
            for t in (*graph.ops[step.op].inputs, *graph.ops[step.op].outputs) if t >= 0}
     sizes = {sim.soc.cpu.name: sum(tensor_bytes(ex.shapes[t], graph.tensors[t].dtype) for t in cpu)}
     for job in ex.jobs:
-        if hasattr(job, "step") and job.ops:   # a delegated partition
+        if isinstance(job, PartitionJob) and job.ops:   # a delegated partition
             sizes[job.unit.name] = sizes.get(job.unit.name, 0) + footprint(
                 graph, job.step.partition.nodes, ex.shapes, job.ops[0].work.precision, job.unit.channel_align)
     return sizes
@@ -117,7 +119,7 @@ def plain_value(value: Any) -> Any:
     """Matrix values as JSON has them (delegate specs as their kinds)."""
     if isinstance(value, (list, tuple)):
         return [plain_value(v) for v in value]
-    if hasattr(value, "kind"):
+    if isinstance(value, DelegateSpec):
         return value.kind
     if isinstance(value, Mapping):
         return {k: plain_value(v) for k, v in value.items()}

@@ -23,6 +23,7 @@ import simpy
 
 from runtime.sweep.cell import delegate_factory, build_model, cell_profile, make_inputs
 from runtime.interpreter.api import Interpreter
+from runtime.interpreter.executor import PartitionJob
 from runtime.ir.errors import ScenarioError
 from runtime.measure.figures import boundary_interval, per_op_times, latency_stats
 from runtime.measure.record import delegate_records, stats_ms, plain_value, nonfinite_records, unit_footprint
@@ -111,7 +112,7 @@ class _Stream:
         """The units its work ran on: each delegated partition's, and the CPU's when any op stayed there."""
         names = set()
         for job in self.it.simulation.executor.jobs:
-            if hasattr(job, "step"):      # a delegated partition, and the other units its nodes run on
+            if isinstance(job, PartitionJob):      # a delegated partition, and the other units its nodes run on
                 names |= {job.unit.name, *(op.unit.name for op in job.ops if op.unit is not None)}
             elif job is not None:         # an op on the CPU (None: a constant folded at allocation)
                 names.add(self.soc.cpu.name)

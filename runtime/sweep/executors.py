@@ -29,6 +29,7 @@ from runtime.limits import counts as limits
 from runtime.sweep.cell import build_model
 from runtime.ir.errors import DelegateError, ScenarioError, TestbedError
 from runtime.measure.record import strict_json
+from runtime.scenario.apps import AppsScenario
 
 __all__ = ["EXECUTORS", "GUARD_CELLS", "GUARD_SECONDS", "GuardError", "Executor", "executor_arg", "run_cell",
            "count_cells", "estimate", "estimate_seconds", "guard_count", "guard_time", "duration"]
@@ -206,7 +207,8 @@ def _client(address: str | None, workers: int | None) -> Iterator:
         return
     import dask
 
-    n = workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    affinity = getattr(os, "sched_getaffinity", None)   # Linux only: the cores this process may use
+    n = workers or (len(affinity(0)) if affinity is not None else os.cpu_count() or 1)
     # The workers' statistical profiler samples the running cell's stack every 10 ms, their event loop
     # ticks every 20 ms, and glibc returns every freed block over 64 KB to the system at once
     # (MALLOC_TRIM_THRESHOLD_): each a tax on a simulation allocating as it goes, buying nothing here.
@@ -332,7 +334,7 @@ _SIZES: dict[tuple, tuple[int, int]] = {}
 
 
 def _models(sc) -> list:
-    return [sc.model] if hasattr(sc, "model") else [app.model for app in sc.apps]   # apps: each app's model
+    return [app.model for app in sc.apps] if isinstance(sc, AppsScenario) else [sc.model]
 
 
 def _cell_seconds(sc) -> float:

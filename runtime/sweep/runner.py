@@ -27,6 +27,7 @@ from runtime.ir.atomic import write_text
 from runtime.ir.errors import ScenarioError, TestbedError
 from runtime.ir.graph import Graph
 from runtime.measure.figures import measure
+from runtime.scenario.apps import AppsScenario
 from runtime.measure.record import diffs, plain_value, record_fields, strict_json, unit_footprint
 from sim.soc import SoC
 
@@ -91,7 +92,7 @@ def simulate(graph: Graph, profile, delegates_for_stream: Callable[[], list], th
 def run_scenario(sc, progress: Progress | None = None) -> tuple[dict, SoC]:
     """One matrix cell: build the model and the phone, run, measure; the record of results.json.
     A cell of concurrent apps (runtime/sweep/app_streams.py) gives a list: a record per app stream."""
-    if hasattr(sc, "apps"):
+    if isinstance(sc, AppsScenario):
         return run_apps(sc, progress)
     profile = cell_profile(sc)
     graph = build_model(sc.model, sc.source)
@@ -111,7 +112,7 @@ def _check_cell(sc) -> None:
     """The cell's phone and delegates (created once and dropped), and its input file against the model."""
     where = f"{sc.source}" + (f" ({sc.label})" if sc.label else "")
     try:
-        if hasattr(sc, "apps"):
+        if isinstance(sc, AppsScenario):
             return check_apps(sc)
         delegate_factory(sc.delegates, cell_profile(sc))
         if sc.inputs.file is not None:
