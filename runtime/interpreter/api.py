@@ -1,4 +1,4 @@
-"""An Interpreter with LiteRT's Python API that runs a Graph on the NumPy reference kernels."""
+"""LiteRT's Python Interpreter API over the testbed's kernels, on the host or on a simulated phone."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ __all__ = ["Interpreter", "SignatureRunner", "OpResolverType"]
 
 
 class OpResolverType:
-    """Accepted for API compatibility with LiteRT; the testbed has one set of reference kernels."""
+    """Accepted for API compatibility with LiteRT; the testbed has one set of kernels (runtime/ops)."""
 
     AUTO = 0
     BUILTIN = 1
@@ -33,7 +33,8 @@ class OpResolverType:
 
 
 class Interpreter:
-    """Drop-in for ai_edge_litert.interpreter.Interpreter on the CPU reference kernels."""
+    """Drop-in for ai_edge_litert.interpreter.Interpreter: the testbed's kernels on the host, and with
+    delegates, a device or timing_only, the same plan on a simulated phone."""
 
     def __init__(self, model_path: str | os.PathLike | None = None, model_content: bytes | None = None,
                  experimental_delegates: list | None = None, num_threads: int | None = None,

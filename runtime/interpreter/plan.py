@@ -71,7 +71,7 @@ def split_constant(graph: Graph, plan: list[PlanStep]) -> tuple[list[PlanStep], 
     are allocated, as TFLite computes and persists them in Prepare; the rest run every invoke.
     Random draws are never folded: LiteRT draws new numbers on each invoke; nor are control flow
     and resource variables."""
-    from runtime.ops.misc_kernels import DRAWS_RANDOM
+    from runtime.ops.registry_misc import DRAWS_RANDOM
 
     known = {t for t, tensor in enumerate(graph.tensors) if tensor.is_constant and not tensor.is_variable}
     folded, live = [], []
@@ -103,8 +103,8 @@ def precheck(graph: Graph, values: list, shapes: list, need: memory.Need, limit:
                                 f"but the op computes {list(shape)} from its inputs")
         grown = {t: s for t, s in zip(op.outputs, outs) if s is not None}
         scratch = sum(memory.op_scratch(graph, i, lambda t: grown[t] if t in grown else shape_of(t)))
-        before = sum(memory.tensor_bytes(shape_of(t), graph.tensors[t].dtype.np.itemsize) for t in grown)
-        after = sum(memory.tensor_bytes(s, graph.tensors[t].dtype.np.itemsize) for t, s in grown.items())
+        before = sum(memory.array_bytes(shape_of(t), graph.tensors[t].dtype.np.itemsize) for t in grown)
+        after = sum(memory.array_bytes(s, graph.tensors[t].dtype.np.itemsize) for t, s in grown.items())
         total = need.total - before + after + scratch
         if total > limit:
             raise node.fail(f"its outputs {[list(s) for s in grown.values()]} and scratch would bring the "
@@ -119,6 +119,6 @@ def validated(graph: Graph) -> "opcheck.Checked":
     return opcheck.checked(graph)
 
 
-def delegated_ops(sim) -> list[int]:
+def delegated_ops(simulation) -> list[int]:
     """Op indices the simulation's delegates run (their tensors are held again by the delegate)."""
-    return [] if sim is None else sim.delegation.delegated_ops()
+    return [] if simulation is None else simulation.delegation.delegated_ops()

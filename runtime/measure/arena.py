@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 from runtime.measure.libstdcxx import cxx_sort, unordered_set_order
 
 __all__ = ["ALIGNMENT", "NEVER", "ARENA", "PERSISTENT", "OUTSIDE", "INPUT0_SHARED", "DATA_UNMODIFIED",
-           "Node", "Lifetime", "ArenaPlan", "shared_tensors", "lifetimes", "allocation_order", "best_fit",
+           "PlannerNode", "Lifetime", "ArenaPlan", "shared_tensors", "lifetimes", "allocation_order", "best_fit",
            "place", "assign", "plan_arena", "arena_size", "live_bytes"]
 
 ALIGNMENT = 64             # kDefaultTensorAlignment and kDefaultArenaAlignment: TFLite's defaults
@@ -35,7 +35,7 @@ INPUT0_SHARED = 4          # kTfLiteInplaceOpInput0Shared; input k is INPUT0_SHA
 
 
 @dataclass(frozen=True)
-class Node:
+class PlannerNode:
     """One node of the execution plan as the planner sees it (-1: an optional input left out)."""
 
     inputs: tuple[int, ...]
@@ -76,7 +76,7 @@ def _root(shared: Mapping[int, int], t: int) -> int:
     return shared.get(t, t)
 
 
-def _input_refcounts(nodes: Sequence[Node], n: int, pinned: Sequence[int]) -> list[int]:
+def _input_refcounts(nodes: Sequence[PlannerNode], n: int, pinned: Sequence[int]) -> list[int]:
     """ArenaPlanner::refcounts_: one per pinned tensor (graph outputs, variables, inputs), one per use."""
     counts = [0] * n
     for t in pinned:
@@ -97,7 +97,7 @@ def _can_share(t_in: int, t_out: int, changed: bool, sizes, kinds, counts, input
     return kinds[t_in] == kinds[t_out] or kinds[t_in] == ARENA
 
 
-def shared_tensors(nodes: Sequence[Node], sizes: Sequence[int], kinds: Sequence[str], inputs: Sequence[int],
+def shared_tensors(nodes: Sequence[PlannerNode], sizes: Sequence[int], kinds: Sequence[str], inputs: Sequence[int],
                    outputs: Sequence[int], counts: Sequence[int]) -> dict[int, int]:
     """ArenaPlanner::IdentifyInPlaceTensors: a node's first output that may take an input's buffer
     (the input's last use, same bytes) -> the tensor that owns the bytes."""
@@ -120,7 +120,7 @@ def shared_tensors(nodes: Sequence[Node], sizes: Sequence[int], kinds: Sequence[
     return shared
 
 
-def lifetimes(nodes: Sequence[Node], sizes: Sequence[int], kinds: Sequence[str], inputs: Sequence[int],
+def lifetimes(nodes: Sequence[PlannerNode], sizes: Sequence[int], kinds: Sequence[str], inputs: Sequence[int],
               outputs: Sequence[int], variables: Sequence[int] = ()) -> tuple[dict[int, Lifetime], dict[int, int]]:
     """ArenaPlanner::PlanAllocations and the temporaries of ExecuteAllocations: each planned tensor's
     first node (its producer; 0 for graph inputs and variables) and last (its last consumer; never
@@ -225,7 +225,7 @@ def arena_size(offsets: Mapping[int, int], lives: Mapping[int, Lifetime]) -> int
     return max((offsets[t] + lives[t].size for t in offsets if lives[t].size), default=0)
 
 
-def _gathered(nodes: Sequence[Node], k: int, inputs: Sequence[int], variables: Sequence[int]) -> list[int]:
+def _gathered(nodes: Sequence[PlannerNode], k: int, inputs: Sequence[int], variables: Sequence[int]) -> list[int]:
     """ArenaPlanner::nodes_to_tensors_[k], an unordered_set filled with the graph's variables and
     inputs (node 0 only), node k's outputs, then its temporaries, in its iteration order."""
     first = (*variables, *inputs) if k == 0 else ()
@@ -233,7 +233,7 @@ def _gathered(nodes: Sequence[Node], k: int, inputs: Sequence[int], variables: S
     return unordered_set_order(t for t in (*first, *own) if t >= 0)
 
 
-def plan_arena(nodes: Sequence[Node], sizes: Sequence[int], kinds: Sequence[str], inputs: Sequence[int],
+def plan_arena(nodes: Sequence[PlannerNode], sizes: Sequence[int], kinds: Sequence[str], inputs: Sequence[int],
                outputs: Sequence[int], variables: Sequence[int] = (), segments: Sequence[int] = (),
                alignment: int = ALIGNMENT) -> ArenaPlan:
     """The whole plan. `segments`: the node indices after which TFLite stops preparing (a node

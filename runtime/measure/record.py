@@ -21,13 +21,13 @@ from sim.work import footprint, tensor_bytes
 __all__ = ["record_fields", "unit_footprint", "strict_json", "nonfinite_records"]
 
 
-def unit_footprint(sim) -> dict[str, int]:
+def unit_footprint(simulation) -> dict[str, int]:
     """Bytes each unit holds: the CPU the tensors of its ops, an accelerator its partitions' tensors
     as it stores them (padded channels, its precision)."""
-    graph, ex = sim.graph, sim.executor
+    graph, ex = simulation.graph, simulation.executor
     cpu = {t for step in ex.plan if isinstance(step, CpuStep)
            for t in (*graph.ops[step.op].inputs, *graph.ops[step.op].outputs) if t >= 0}
-    sizes = {sim.soc.cpu.name: sum(tensor_bytes(ex.shapes[t], graph.tensors[t].dtype) for t in cpu)}
+    sizes = {simulation.soc.cpu.name: sum(tensor_bytes(ex.shapes[t], graph.tensors[t].dtype) for t in cpu)}
     for job in ex.jobs:
         if isinstance(job, PartitionJob) and job.ops:   # a delegated partition
             sizes[job.unit.name] = sizes.get(job.unit.name, 0) + footprint(

@@ -17,7 +17,7 @@ from runtime.ir.errors import ModelError
 from runtime.ir.graph import Graph
 from runtime.ops import Node, select_kernel
 from runtime.ops.control import STATEFUL
-from runtime.ops.misc_kernels import DRAWS_RANDOM
+from runtime.ops.registry_misc import DRAWS_RANDOM
 from runtime.ops.parallel import set_num_threads
 from runtime.ops.steps import PlanStep, run_steps
 from runtime.ops.validate import validate_graph

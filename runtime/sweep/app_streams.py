@@ -87,7 +87,7 @@ class _Stream:
 
     def run(self, t0: float, duration_s: float, tick: Callable[[], None]):
         """The SimPy process body: frames at the app's rate until duration_s; those in flight finish."""
-        env, sim, spec = self.soc.env, self.it.simulation, self.spec
+        env, simulation, spec = self.soc.env, self.it.simulation, self.spec
         period, n = 1.0 / spec.rate_hz, spec.frames(duration_s)
         self.arrived, k = n, 0
         while k < n:
@@ -98,7 +98,7 @@ class _Stream:
                 for t, x in make_inputs(self.graph, InputSpec(seed=self.k), k).items():
                     self.it.set_tensor(t, x)
             start = env.now
-            yield from sim.inference_process()
+            yield from simulation.inference_process()
             end = env.now
             self.frames.append((k, at, start, end))
             tick()
@@ -204,7 +204,7 @@ def _sustained(sc, frames: list[tuple[int, float, float, float]], t0: float) -> 
 
 def _record(sc, profile, s: _Stream, ledger: Ledger, run: dict, heat: dict | None, n: int,
             t0: float) -> dict[str, Any]:
-    sim, spec = s.it.simulation, s.spec
+    simulation, spec = s.it.simulation, s.spec
     period = 1.0 / spec.rate_hz
     done = max(1, len(s.frames))
     latency = latency_stats([end - at for _, at, _, end in s.frames], 0)
@@ -221,10 +221,10 @@ def _record(sc, profile, s: _Stream, ledger: Ledger, run: dict, heat: dict | Non
         "app": {"name": spec.name, "rate_hz": spec.rate_hz, "when_busy": spec.when_busy, "units": s.units()},
         "model": {"name": spec.model.zoo or str(spec.model.path.name), "nodes": len(s.graph.ops),
                   "quantization": spec.model.quantization.value},
-        "delegates": delegate_records(sim.delegation, [d.kind for d in spec.delegates]),
-        "platform_refusal": "; ".join(r.platform_refusal for r in sim.delegation.per_delegate
+        "delegates": delegate_records(simulation.delegation, [d.kind for d in spec.delegates]),
+        "platform_refusal": "; ".join(r.platform_refusal for r in simulation.delegation.per_delegate
                                       if r.platform_refusal) or None,
-        "placement": {str(k): v for k, v in sorted(sim.delegation.placement().items())},
+        "placement": {str(k): v for k, v in sorted(simulation.delegation.placement().items())},
         "latency_ms": stats_ms(latency),
         "service_ms": {"avg": service * 1e3},
         "frames": {"arrived": s.arrived, "completed": len(s.frames), "dropped": s.dropped, "deadline_misses": misses},
@@ -238,9 +238,9 @@ def _record(sc, profile, s: _Stream, ledger: Ledger, run: dict, heat: dict | Non
         "run": run, "thermal": heat,
         "per_op": [{"node": o.node, "unit": o.unit, "first_ms": o.first_s * 1e3, "avg_ms": o.avg_s * 1e3,
                     "count": o.count} for o in per_op_times([iv for iv in s.soc.trace.intervals if iv.stream == s.k])],
-        "footprint_bytes": unit_footprint(sim),
-        "output_diff": [], "nonfinite": nonfinite_records(sim.nonfinite, s.graph),
+        "footprint_bytes": unit_footprint(simulation),
+        "output_diff": [], "nonfinite": nonfinite_records(simulation.nonfinite, s.graph),
         "estimated": [s.graph.describe_op(i) for i in s.it.estimated_ops],
-        "log": list(sim.delegation.log),
+        "log": list(simulation.delegation.log),
         "threads": s.threads, "streams": n, "duration_s": sc.duration_s, "timing_only": sc.timing_only,
     }
