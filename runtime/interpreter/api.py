@@ -10,7 +10,7 @@ import numpy as np
 from runtime.limits import memory
 
 from runtime.model import tflite_read as tflite_io
-from runtime.interpreter.plan import build_plan, delegated_ops, precheck, split_constant, validated
+from runtime.interpreter.plan import build_plan, delegated_ops, precheck, split_constant
 from runtime.ops import opcheck
 from runtime.ir.graph import Graph, Tensor
 from runtime.interpreter.model_state import ModelState
@@ -18,6 +18,7 @@ from runtime.ops import Node
 from runtime.ops.parallel import set_num_threads
 from runtime.ops.random import restart_generators
 from runtime.ops.steps import named, run_steps
+from runtime.ops.validate import check_model
 from runtime.ops.temporaries import prepared_by_allocation, temporaries
 
 __all__ = ["Interpreter", "SignatureRunner", "OpResolverType"]
@@ -61,16 +62,18 @@ class Interpreter:
             graph = (tflite_io.load(model_path, self._limit) if model_path is not None
                      else tflite_io.loads(model_content, memory_limit=self._limit))
         self._graph = graph
-        with named(graph):
-            checked = validated(graph)
         self._threads = 1 if num_threads in (None, -1) else num_threads
         # The simulated phone gets the threads asked for (-1: all its big cores); the host's math
         # never uses more threads than the host has, or BLAS would thrash.
         self._host_threads = max(1, min(self._threads, os.cpu_count() or 1))
         sim_threads = 64 if num_threads == -1 else self._threads
         with named(graph):
+            # Every check of the model, once, as its plan is built (a reader or builder may have
+            # passed it through validate_graph before: that gate keeps no findings).
+            checks = check_model(graph)
+            checked = checks.main
             # The other subgraphs (control flow) run through the same plans and step loop as subgraph 0.
-            self._state = ModelState(graph, lambda g, state: build_plan(g, timing_only, state)[0],
+            self._state = ModelState(graph, checks, lambda g, state: build_plan(g, timing_only, state)[0],
                                      run_steps, lambda: self._limit - self._need.total, while_limit)
             plan, self.estimated_ops = build_plan(graph, timing_only, self._state)
             self._folded, self._plan = split_constant(graph, plan)

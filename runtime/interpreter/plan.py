@@ -13,9 +13,8 @@ from runtime.ops.opcheck_seq import svdf_int16_tensors
 from runtime.ops import Node, select_kernel
 from runtime.ops.control import STATEFUL
 from runtime.ops.steps import PlanStep, named
-from runtime.ops.validate import validate_graph
 
-__all__ = ["build_plan", "split_constant", "precheck", "validated", "delegated_ops"]
+__all__ = ["build_plan", "split_constant", "precheck", "delegated_ops"]
 
 
 def build_plan(graph: Graph, timing_only: bool = False,
@@ -110,13 +109,6 @@ def precheck(graph: Graph, values: list, shapes: list, need: memory.Need, limit:
             raise node.fail(f"its outputs {[list(s) for s in grown.values()]} and scratch would bring the "
                             f"model to {memory.format_bytes(total)}, above the memory limit of "
                             f"{memory.format_bytes(limit)}")
-
-
-def validated(graph: Graph) -> "opcheck.Checked":
-    """The op checks' findings; a graph not read from a file (nor validated) is validated first."""
-    if not opcheck.is_checked(graph):
-        validate_graph(graph)
-    return opcheck.checked(graph)
 
 
 def delegated_ops(simulation) -> list[int]:
