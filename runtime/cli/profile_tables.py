@@ -131,7 +131,7 @@ def profile_nodes(simulation, inferences: Sequence[int]) -> tuple[list[NodeProfi
     plan = simulation.delegation.plan
     mem = node_memory(cpu_arena(simulation.graph, plan, simulation.executor.shapes))
     nodes = [NodeProfile(kind, name, k, mem_bytes=mem[k]) for k, (kind, name) in enumerate(_node_names(simulation))]
-    spans = {k: start for stream, k, start, _ in simulation.soc.trace.inferences if stream == simulation.stream}
+    spans = {s.k: s.start for s in simulation.soc.trace.inferences if s.stream == simulation.stream}
     by_run: dict[int, list] = {k: [] for k in inferences}
     for iv in simulation.soc.trace.intervals:
         if iv.stream == simulation.stream and iv.inference in by_run:

@@ -18,7 +18,8 @@ def _diffs(pairs) -> list[dict]:
     rows = []
     for name, ref, test in pairs or ():
         with np.errstate(invalid="ignore", over="ignore"):  # NaN or infinity from a delegate: null figures
-            avg, _, peak = output_diff(ref, test)
+            diff = output_diff(ref, test)
+            avg, peak = diff.mean, diff.max
         rows.append({"output": name, "avg_error": avg, "std_dev": 0.0, "max": peak})
     return rows
 

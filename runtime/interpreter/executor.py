@@ -24,7 +24,7 @@ from sim.trace import Kind
 from sim.unit import Scales, Tag, Unit
 from sim.work import describe, tensor_bytes
 
-__all__ = ["Executor", "OpJob", "PartitionJob", "Allocation", "Simulation", "make_simulation"]
+__all__ = ["Executor", "OpJob", "PartitionJob", "AllocatedTensors", "Simulation", "make_simulation"]
 
 # TFLite prints its delegation lines through its logger; so do we (the CLI shows them).
 _LOG = logging.getLogger("delegate_testbed")
@@ -298,7 +298,7 @@ def _unit_for(step: DelegateStep, soc: SoC) -> str:
 
 
 @dataclass(frozen=True)
-class Allocation:
+class AllocatedTensors:
     """What the Interpreter's allocate_tensors hands its simulation: the tensor shapes, the ops
     folded into constants, how to run one CPU op's math, and the tensor values the steps share."""
 
@@ -325,7 +325,7 @@ class Simulation:
 
     def allocate(self, shapes, folded: frozenset[int], run_cpu, values) -> None:
         """(Re)build the jobs for the current shapes; pay delegate init once, at the first allocation."""
-        self._allocation = Allocation(shapes, folded, run_cpu, values)
+        self._allocation = AllocatedTensors(shapes, folded, run_cpu, values)
         self.executor = self._executor(self.delegation.plan)
         self.executor.nonfinite = self.nonfinite
         if not self.initialized:

@@ -1,4 +1,4 @@
-"""The Interpreter's execution machinery: its plan of kernels, the step loop, and the checks made as ops run."""
+"""The Interpreter's plan of kernels (walked by runtime/ops/steps.py's step loop) and the checks made as ops run."""
 
 from __future__ import annotations
 

@@ -53,9 +53,9 @@ def diffs(graph: Graph, reference: list[dict], test: list[dict]) -> list[dict]:
     for t in graph.outputs:
         with np.errstate(invalid="ignore", over="ignore"):
             per_run = [output_diff(r[t], s[t]) for r, s in zip(reference, test)]
-            avg = [p[0] for p in per_run]
+            avg = [p.mean for p in per_run]
             row = {"output": graph.tensors[t].name, "avg_error": float(np.mean(avg)),
-                   "std_dev": float(np.std(avg)), "max": float(max(p[2] for p in per_run))}
+                   "std_dev": float(np.std(avg)), "max": float(max(p.max for p in per_run))}
         rows.append({k: _finite(v) for k, v in row.items()})
     return rows
 
