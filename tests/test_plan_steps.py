@@ -69,3 +69,25 @@ def test_the_plain_evaluator_walks_the_interpreters_step_loop(graph, monkeypatch
     it.set_tensor(graph.inputs[0], xs[-1])
     it.invoke()
     np.testing.assert_array_equal(it.get_tensor(graph.outputs[0]), values[-1][graph.outputs[0]])
+
+
+def test_the_simulation_records_named_spans_and_allocations(graph):
+    from runtime.interpreter.executor import AllocatedTensors, OpJob
+    from sim.trace import Span
+
+    it = Interpreter(graph=graph, device="pixel4")
+    it.allocate_tensors()
+    it.invoke()
+    it.invoke()
+    spans = it.simulation.soc.trace.inferences
+    assert all(isinstance(s, Span) for s in spans) and [s.k for s in spans] == [0, 1]
+    assert all(s.stream == 0 and s.end > s.start for s in spans)
+    assert isinstance(it.simulation._allocation, AllocatedTensors)
+    assert all(isinstance(job, OpJob) for job in it.simulation.executor.jobs if job is not None)
+
+
+def test_output_diff_is_a_named_record():
+    from runtime.measure.figures import OutputDiff, output_diff
+
+    d = output_diff(np.array([1.0, 2.0]), np.array([1.5, 2.0]))
+    assert d == OutputDiff(mean=0.25, std=0.25, max=0.5)
