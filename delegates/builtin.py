@@ -1,5 +1,4 @@
-"""What the four built-in delegates (GPU, Hexagon, Core ML, NNAPI) share: rule tables the supported-ops
-table is generated from, and a kernel that runs a partition with the runtime's kernels on their unit."""
+"""The base of the built-in delegates (GPU, Hexagon, Core ML, NNAPI): rule tables and one shared create_kernel."""
 
 from __future__ import annotations
 
