@@ -59,7 +59,7 @@ def _one(task: str, model: str, flags: list[str], phone: str, delegate: str, num
 
 
 def _row(task: str, precision: str, phone: str, delegate: str, r: dict) -> str:
-    sim = r["simulated_per_image"]
+    simulation = r["simulated_per_image"]
     if task == "classification":
         score = f"{r['topk_accuracies'][0]:.4f}"
         agree = f"{r['top1_agreement']:.4f}"
@@ -67,7 +67,7 @@ def _row(task: str, precision: str, phone: str, delegate: str, r: dict) -> str:
         score = f"{r['map']:.4f}"
         agree = f"{r['reference_map']:.4f}"
     return (f"| {precision} | {phone} | {delegate or 'CPU'} | {r['delegated_ops']} of {r['ops']} | {score} | "
-            f"{agree} | {sim['latency_us'] / 1e3:.2f} | {sim['energy_mj']:.3f} |")
+            f"{agree} | {simulation['latency_us'] / 1e3:.2f} | {simulation['energy_mj']:.3f} |")
 
 
 def table(task: str, num_images: int) -> list[str]:

@@ -7,7 +7,8 @@ import enum
 from dataclasses import dataclass
 
 from delegates import rulekit as rk
-from delegates.api import Delegate, DelegateError, DelegateOptions, DelegationSummary, Rule, Support
+from delegates.api import DelegateError, DelegateOptions, DelegationSummary, Rule, Support
+from delegates.builtin import BuiltinDelegate
 from runtime.ir.graph import DType, Graph, Op
 from runtime.ir.optypes import OpType
 from runtime.ir.options import Activation, MirrorPadMode
@@ -220,7 +221,7 @@ def _version(options: CoreMlOptions) -> CoreMlOptions:
     return options
 
 
-class CoreMlDelegate(Delegate):
+class CoreMlDelegate(BuiltinDelegate):
     """Takes float ops onto the Neural Engine through Core ML; every partition of 2+ nodes by default."""
 
     name = "TfLiteCoreMlDelegate"
@@ -285,7 +286,3 @@ class CoreMlDelegate(Delegate):
         return [f"CoreML delegate: {summary.delegated} nodes delegated out of {summary.total} nodes, "
                 f"with {summary.previewed} partitions."]
 
-    def create_kernel(self, partition):
-        from delegates.kernel import UnitKernel
-
-        return UnitKernel(partition, self.numeric_mode(partition.graph), self.unit_name)

@@ -6,7 +6,8 @@ import enum
 from dataclasses import dataclass
 
 from delegates import rulekit as rk
-from delegates.api import Delegate, DelegateOptions, DelegationSummary, Rule, Support
+from delegates.api import DelegateOptions, DelegationSummary, Rule, Support
+from delegates.builtin import BuiltinDelegate
 from runtime.ir.graph import DType, Graph, Op
 from runtime.ir.optypes import OpType
 from runtime.ir.options import Activation, MirrorPadMode
@@ -218,7 +219,7 @@ def rule_table(options: GpuOptions) -> dict[OpType, tuple[Rule, ...]]:
     return {t: rules for t, rules in TABLE.items() if t not in _QUANT_ONLY}
 
 
-class GpuDelegate(Delegate):
+class GpuDelegate(BuiltinDelegate):
     """Takes float ops (8-bit ones as a float view when quant is enabled) into one GPU partition."""
 
     name = "TfLiteGpuDelegateV2"
@@ -257,10 +258,6 @@ class GpuDelegate(Delegate):
         return ["Following operations are not supported by GPU delegate:", *summary.unsupported,
                 f"{tail} operations will run on the CPU."]
 
-    def create_kernel(self, partition):
-        from delegates.kernel import UnitKernel
-
-        return UnitKernel(partition, self.numeric_mode(partition.graph), self.unit_name)
 
     # -- what it costs on the simulated GPU ---------------------------------------------------
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from delegates import rulekit as rk
-from delegates.api import Delegate, DelegateOptions, Rule, Support
+from delegates.api import DelegateOptions, Rule, Support
+from delegates.builtin import BuiltinDelegate
 from runtime.ir.graph import DType, Graph, Op
 from runtime.ir.optypes import OpType
 from runtime.ir.options import Activation, Padding
@@ -238,7 +239,7 @@ def rule_table(options: HexagonOptions | None = None) -> dict[OpType, tuple[Rule
     return dict(TABLE)
 
 
-class HexagonDelegate(Delegate):
+class HexagonDelegate(BuiltinDelegate):
     """Takes 8-bit ops onto the DSP, up to 4 partitions of at least 2 nodes by default."""
 
     name = "TfLiteHexagonDelegate"
@@ -290,7 +291,3 @@ class HexagonDelegate(Delegate):
         extras = unit.spec.extras
         return Scales(rate=extras.get("powersave_rate_scale", 1.0), power=extras.get("powersave_power_scale", 1.0))
 
-    def create_kernel(self, partition):
-        from delegates.kernel import UnitKernel
-
-        return UnitKernel(partition, self.numeric_mode(partition.graph), self.unit_name)

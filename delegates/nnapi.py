@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from delegates import nnapi_rules
 from delegates import rulekit as rk
-from delegates.api import YES, Delegate, DelegateError, DelegateOptions, Rule, Support
+from delegates.api import YES, DelegateError, DelegateOptions, Rule, Support
+from delegates.builtin import BuiltinDelegate
 from runtime.ir.graph import DType, Graph, Op
 from runtime.ir.optypes import OpType
 from sim.npu import REFERENCE_DEVICE, NnapiDriver
@@ -67,7 +68,7 @@ def _is_weight_expander(op: Op, graph: Graph) -> bool:
     return op.type is OpType.DENSIFY and rk.is_const(graph, op.inputs[0])
 
 
-class NnapiDelegate(Delegate):
+class NnapiDelegate(BuiltinDelegate):
     """Hands ops to the phone's NNAPI driver, up to 3 partitions by default."""
 
     name = "TfLiteNnapiDelegate"
@@ -307,7 +308,3 @@ class NnapiDelegate(Delegate):
         rate, power = self.driver.preference_scales(device.name, self.config.execution_preference)
         return Scales(rate=rate * device.rate_scale, power=power)
 
-    def create_kernel(self, partition):
-        from delegates.kernel import UnitKernel
-
-        return UnitKernel(partition, self.numeric_mode(partition.graph), self.unit_name)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from delegates import rulekit as rk
-from delegates.api import Delegate, DelegateError, DelegateOptions, Rule, Support
+from delegates.api import DelegateError, DelegateOptions, Rule, Support
+from delegates.builtin import BuiltinDelegate
 from delegates.external import CodedEnum, coerce
 from runtime.ir.graph import DType, Graph, Op
 from runtime.ir.optypes import OpType
@@ -302,7 +303,7 @@ def _computes_in_float(op: Op, graph: Graph) -> bool:
     return any(graph.tensors[t].dtype in rk.FLOATS for t in inner)
 
 
-class QnnDelegate(Delegate):
+class QnnDelegate(BuiltinDelegate):
     """Takes what QNN's HTP backend (or its GPU backend) builds: quantized ops as integers, float ops in
     float16 on an HTP with htp_precision fp16; no partition limit."""
 
@@ -377,7 +378,5 @@ class QnnDelegate(Delegate):
         compile_cache.store(cfg.cache_dir or None, cfg.model_token or None, key, graph)
         return spec.cached_init_s if warm else spec.init_s
 
-    def create_kernel(self, partition):
-        from delegates.kernel import UnitKernel
-
-        return UnitKernel(partition, self.numeric_mode(partition.graph, partition.nodes), self.unit_name)
+    def partition_mode(self, partition) -> str:
+        return self.numeric_mode(partition.graph, partition.nodes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from delegates.api import Delegate, DelegateError
+from delegates.builtin import BuiltinDelegate
 from delegates.kinds import DelegateKind
 from delegates.rulekit import doc
 
@@ -19,7 +20,7 @@ def _resolve(item: Delegate | str) -> tuple[str, Delegate]:
 
     if isinstance(item, str):
         return item, make_delegate(item)
-    if not hasattr(item, "rule_table"):
+    if not isinstance(item, BuiltinDelegate):
         raise DelegateError(f"{item.name} has no rule table to list")
     return next((key for key, cls in CLASSES.items() if isinstance(item, cls)), item.name), item
 

@@ -13,12 +13,13 @@ from runtime.ir.optypes import OpType
 from runtime.ir.yamlcheck import Key, parse
 from sim.cost import OpClass, Precision
 from sim.mechanisms import Mechanisms
-from sim.profile_parse import (GIGA, MICRO, MILLI, PICO, F, choice, Ctx, fields, flag, parse_fraction, parse_integer,
-                               parse_mapping, parse_names, nonneg, parse_positive, show_value, parse_table, parse_text)
+from sim.profile_parse import (GIGA, MICRO, MILLI, PICO, F, choice, ProfileCtx, fields, flag, parse_fraction,
+                               parse_integer, parse_mapping, parse_names, nonneg, parse_positive, show_value,
+                               parse_table, parse_text)
 from sim.spec import CopySpec, DramSpec, NnapiDeviceSpec, Profile, UnitKind, UnitSpec
 from sim.thermal_profile import check_units, parse_thermal
 
-__all__ = ["load_profile", "list_profiles", "with_api_level", "profile_from_dict", "ExecutionPreference", "Platform",
+__all__ = ["load_profile", "list_profiles", "with_api_level", "profile_from_dict", "DriverPreference", "Platform",
            "EXTRAS", "PROFILE_DIR"]
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
@@ -29,7 +30,7 @@ class Platform(enum.Enum):
     IOS = "ios"
 
 
-class ExecutionPreference(enum.Enum):
+class DriverPreference(enum.Enum):
     """NNAPI execution preferences a driver may trade speed for power under."""
 
     LOW_POWER = "low_power"
@@ -57,18 +58,18 @@ EXTRAS: Mapping[UnitKind, Mapping[str, str]] = {
 }
 
 
-def _pair(ctx: Ctx, value: Any, path: Key) -> tuple[float, float]:
+def _pair(ctx: ProfileCtx, value: Any, path: Key) -> tuple[float, float]:
     if not isinstance(value, list) or len(value) != 2:
         raise ctx.fail(path, f"must be a [rate scale, power scale] pair, got {show_value(value)}")
     return tuple(parse_positive()(ctx, v, path + (i,)) for i, v in enumerate(value))
 
 
-def _preferences(ctx: Ctx, value: Any, path: Key) -> dict[str, tuple[float, float]]:
-    table = parse_table(ExecutionPreference, "execution preference", _pair)(ctx, value, path)
+def _preferences(ctx: ProfileCtx, value: Any, path: Key) -> dict[str, tuple[float, float]]:
+    table = parse_table(DriverPreference, "execution preference", _pair)(ctx, value, path)
     return {pref.value: pair for pref, pair in table.items()}   # the spec keys them by name
 
 
-def _extras(ctx: Ctx, value: Any, path: Key) -> dict[str, float]:
+def _extras(ctx: ProfileCtx, value: Any, path: Key) -> dict[str, float]:
     return {k: parse_positive()(ctx, v, path + (k,)) for k, v in parse_mapping(ctx, value, path).items()}
 
 
@@ -94,7 +95,7 @@ _UNIT = {"kind": F("kind", True, choice(UnitKind, "unit kind")),
          "convert_gbs": F("convert_per_s", False, parse_positive(times=GIGA)),
          "extras": F("extras", False, _extras),
          "mechanisms": F("mech", False, lambda ctx, v, p: _mechanisms(ctx, v, p))}
-def _tile(ctx: Ctx, value: Any, path: Key) -> tuple[int, int]:
+def _tile(ctx: ProfileCtx, value: Any, path: Key) -> tuple[int, int]:
     if not isinstance(value, list) or len(value) != 2:
         raise ctx.fail(path, f"must be a [rows, columns] pair, got {show_value(value)}")
     return tuple(parse_integer(1)(ctx, v, path + (i,)) for i, v in enumerate(value))
@@ -112,7 +113,7 @@ _MECH = {"join_us": F("join_s", False, nonneg(per=MICRO)),
          "im2col_row_ns": F("im2col_row_s", False, nonneg(per=1e9))}
 
 
-def _mechanisms(ctx: Ctx, value: Any, path: Key) -> Mechanisms:
+def _mechanisms(ctx: ProfileCtx, value: Any, path: Key) -> Mechanisms:
     """A unit's `mechanisms:` section switches the non-roofline cost mechanisms on."""
     return Mechanisms(enabled=True, **fields(ctx, value, path, _MECH))
 
@@ -142,12 +143,12 @@ _TOP = {"name": F("name", True, parse_text),
         "thermal": F("thermal", False, lambda ctx, v, p: _thermal(ctx, v, p))}
 
 
-def _thermal(ctx: Ctx, value: Any, path: Key):
+def _thermal(ctx: ProfileCtx, value: Any, path: Key):
     """The optional `thermal:` section (sim/thermal_profile.py; only long app runs read it)."""
     return parse_thermal(ctx, value, path)
 
 
-def _calibration(ctx: Ctx, value: Any, path: Key) -> tuple[tuple[str, str], ...]:
+def _calibration(ctx: ProfileCtx, value: Any, path: Key) -> tuple[tuple[str, str], ...]:
     """Where a calibrated profile came from: its prior profile and the measurements it was fitted to."""
     table = parse_mapping(ctx, value, path)
     for key in ("prior", "measurements"):
@@ -158,14 +159,14 @@ def _calibration(ctx: Ctx, value: Any, path: Key) -> tuple[tuple[str, str], ...]
 
 
 
-def _units(ctx: Ctx, value: Any, path: Key) -> tuple[UnitSpec, ...]:
+def _units(ctx: ProfileCtx, value: Any, path: Key) -> tuple[UnitSpec, ...]:
     units = tuple(_unit(ctx, name, raw, path + (name,)) for name, raw in parse_mapping(ctx, value, path).items())
     if not any(u.kind is UnitKind.CPU for u in units):
         raise ctx.fail(path, "no unit of kind cpu; every profile needs one to run what no delegate takes")
     return units
 
 
-def _unit(ctx: Ctx, name: str, raw: Any, path: Key) -> UnitSpec:
+def _unit(ctx: ProfileCtx, name: str, raw: Any, path: Key) -> UnitSpec:
     f = fields(ctx, raw, path, _UNIT)
     runs = set(f["macs_per_s"])
     if set(f["elem_per_s"]) != runs:
@@ -184,7 +185,7 @@ def _unit(ctx: Ctx, name: str, raw: Any, path: Key) -> UnitSpec:
     return UnitSpec(name=name, **f)
 
 
-def _unit_power(ctx: Ctx, raw: Any, runs: set[Precision], path: Key) -> dict[Precision, float]:
+def _unit_power(ctx: ProfileCtx, raw: Any, runs: set[Precision], path: Key) -> dict[Precision, float]:
     """One power for every precision the unit runs, or a mapping with exactly those precisions."""
     if not isinstance(raw, dict):
         return dict.fromkeys(runs, nonneg()(ctx, raw, path))
@@ -195,7 +196,7 @@ def _unit_power(ctx: Ctx, raw: Any, runs: set[Precision], path: Key) -> dict[Pre
     return watts
 
 
-def _devices(ctx: Ctx, raw: Any, path: Key) -> tuple[NnapiDeviceSpec, ...]:
+def _devices(ctx: ProfileCtx, raw: Any, path: Key) -> tuple[NnapiDeviceSpec, ...]:
     if not isinstance(raw, list):
         raise ctx.fail(path, f"must be a list of devices, got {show_value(raw)}")
     devices = tuple(_device(ctx, item, path + (i,)) for i, item in enumerate(raw))
@@ -205,14 +206,14 @@ def _devices(ctx: Ctx, raw: Any, path: Key) -> tuple[NnapiDeviceSpec, ...]:
     return devices
 
 
-def _device(ctx: Ctx, raw: Any, path: Key) -> NnapiDeviceSpec:
+def _device(ctx: ProfileCtx, raw: Any, path: Key) -> NnapiDeviceSpec:
     f = fields(ctx, raw, path, _DEVICE)
     if f.get("cached_compile_s", 0.0) > f.get("compile_s", 0.0):
         raise ctx.fail(path + ("cached_compile_ms",), "must not exceed compile_ms")
     return NnapiDeviceSpec(**f)
 
 
-def _cross_check(ctx: Ctx, f: Mapping[str, Any]) -> None:
+def _cross_check(ctx: ProfileCtx, f: Mapping[str, Any]) -> None:
     """What no single key can show: devices on units that exist, precisions those units run."""
     units = {u.name: u for u in f["units"]}
     for i, d in enumerate(f.get("nnapi_devices", ())):
@@ -236,7 +237,7 @@ def profile_from_dict(data: Any, source: str = "<profile>",
     """Validate plain data (as parsed from YAML, human units) and build the Profile it describes.
 
     `lines` maps key paths to line numbers so errors can name them; without it they name the key only."""
-    ctx = Ctx(source, lines or {})
+    ctx = ProfileCtx(source, lines or {})
     f = fields(ctx, data, (), _TOP)
     _cross_check(ctx, f)
     if f.get("thermal") is not None:

@@ -10,11 +10,11 @@ from typing import Any, Callable, Mapping
 from runtime.ir.errors import ProfileError
 from runtime.ir.yamlcheck import Key, dotted
 
-Check = Callable[["Ctx", Any, Key], Any]
+Check = Callable[["ProfileCtx", Any, Key], Any]
 
 
 @dataclass(frozen=True)
-class Ctx:
+class ProfileCtx:
     """Where values came from, so every error can name the file, line and key path."""
 
     source: str
@@ -30,7 +30,7 @@ class Ctx:
 show_value = reprlib.repr   # a bad value may be a huge aliased list: show its start only
 
 
-def parse_number(ctx: Ctx, value: Any, path: Key, want: str, ok: Callable[[float], bool]) -> float:
+def parse_number(ctx: ProfileCtx, value: Any, path: Key, want: str, ok: Callable[[float], bool]) -> float:
     # abs() < 1e300 also rejects inf, nan and ints too large for a float
     good = isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e300
     if not good or not ok(value):
@@ -47,31 +47,31 @@ def nonneg(times: float = 1.0, per: float = 1.0) -> Check:
     return lambda ctx, v, p: parse_number(ctx, v, p, "a number >= 0", lambda x: x >= 0) * times / per
 
 
-def parse_fraction(ctx: Ctx, value: Any, path: Key) -> float:
+def parse_fraction(ctx: ProfileCtx, value: Any, path: Key) -> float:
     return parse_number(ctx, value, path, "a fraction in (0, 1]", lambda x: 0 < x <= 1)
 
 
 def parse_integer(least: int) -> Check:
-    def check(ctx: Ctx, value: Any, path: Key) -> int:
+    def check(ctx: ProfileCtx, value: Any, path: Key) -> int:
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ctx.fail(path, f"must be an integer >= {least}, got {show_value(value)}")
         return value
     return check
 
 
-def parse_text(ctx: Ctx, value: Any, path: Key) -> str:
+def parse_text(ctx: ProfileCtx, value: Any, path: Key) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ctx.fail(path, f"must be a non-empty string, got {show_value(value)}")
     return value
 
 
-def flag(ctx: Ctx, value: Any, path: Key) -> bool:
+def flag(ctx: ProfileCtx, value: Any, path: Key) -> bool:
     if value is not True and value is not False:
         raise ctx.fail(path, f"must be true or false, got {show_value(value)}")
     return value
 
 
-def _member(ctx: Ctx, kind: type[enum.Enum], value: Any, path: Key, what: str) -> Any:
+def _member(ctx: ProfileCtx, kind: type[enum.Enum], value: Any, path: Key, what: str) -> Any:
     names = [m.value for m in kind]
     if value not in names:
         raise ctx.fail(path, f"unknown {what} {show_value(value)}; expected one of {', '.join(names)}")
@@ -82,7 +82,7 @@ def choice(kind: type[enum.Enum], what: str) -> Check:
     return lambda ctx, v, p: _member(ctx, kind, v, p, what)
 
 
-def parse_mapping(ctx: Ctx, value: Any, path: Key) -> dict[str, Any]:
+def parse_mapping(ctx: ProfileCtx, value: Any, path: Key) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ctx.fail(path, f"must be a mapping, got {show_value(value)}")
     for key in value:
@@ -93,7 +93,7 @@ def parse_mapping(ctx: Ctx, value: Any, path: Key) -> dict[str, Any]:
 
 def parse_table(kind: type[enum.Enum], what: str, check: Check) -> Check:
     """A mapping keyed by an Enum's values (precisions, op classes), each value checked."""
-    def run(ctx: Ctx, value: Any, path: Key) -> dict[Any, Any]:
+    def run(ctx: ProfileCtx, value: Any, path: Key) -> dict[Any, Any]:
         table = parse_mapping(ctx, value, path)
         if not table:
             raise ctx.fail(path, f"must name at least one {what}")
@@ -104,7 +104,7 @@ def parse_table(kind: type[enum.Enum], what: str, check: Check) -> Check:
 
 def parse_names(kind: type[enum.Enum], what: str, by_name: bool = False) -> Check:
     """A non-empty list of distinct Enum names (op types) or values (precisions)."""
-    def run(ctx: Ctx, value: Any, path: Key) -> frozenset[str] | frozenset[Any]:
+    def run(ctx: ProfileCtx, value: Any, path: Key) -> frozenset[str] | frozenset[Any]:
         if not isinstance(value, list) or not value:
             raise ctx.fail(path, f"must be a non-empty list of {what} names, got {show_value(value)}")
         known = {m.name if by_name else m.value: m for m in kind}
@@ -129,7 +129,7 @@ class F:
 GIGA, MICRO, MILLI, PICO = 1e9, 1e6, 1e3, 1e12   # "per" divisors for us/ms/pJ, a multiplier for G
 
 
-def fields(ctx: Ctx, value: Any, path: Key, schema: Mapping[str, F]) -> dict[str, Any]:
+def fields(ctx: ProfileCtx, value: Any, path: Key, schema: Mapping[str, F]) -> dict[str, Any]:
     """Check a mapping against a schema: no unknown keys, no missing ones; values by spec field name."""
     table = parse_mapping(ctx, value, path)
     for key in table:

@@ -5,18 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from runtime.ir.yamlcheck import Key
-from sim.profile_parse import MILLI, Ctx, F, fields, parse_integer, parse_mapping, parse_number, parse_positive, show_value, parse_text
+from sim.profile_parse import (MILLI, ProfileCtx, F, fields, parse_integer, parse_mapping, parse_number,
+                               parse_positive, show_value, parse_text)
 from sim.thermal import SENSORS, Level, Network, ThermalSpec, Trip, UnitThermal
 
 __all__ = ["parse_thermal", "check_units"]
 
 
-def _node(ctx: Ctx, value: Any, path: Key) -> dict[str, float]:
+def _node(ctx: ProfileCtx, value: Any, path: Key) -> dict[str, float]:
     return fields(ctx, value, path, {"c_j_per_k": F("c", True, parse_positive()),
                                       "r_k_per_w": F("r", True, parse_positive())})
 
 
-def _level(ctx: Ctx, value: Any, path: Key) -> Level:
+def _level(ctx: ProfileCtx, value: Any, path: Key) -> Level:
     if not isinstance(value, list) or len(value) != 2:
         raise ctx.fail(path, f"must be a [MHz, relative power] pair, got {show_value(value)}")
     mhz = parse_positive()(ctx, value[0], path + (0,))
@@ -24,7 +25,7 @@ def _level(ctx: Ctx, value: Any, path: Key) -> Level:
     return Level(mhz, power)
 
 
-def _levels(ctx: Ctx, value: Any, path: Key) -> tuple[Level, ...]:
+def _levels(ctx: ProfileCtx, value: Any, path: Key) -> tuple[Level, ...]:
     if not isinstance(value, list) or not value:
         raise ctx.fail(path, f"must be a non-empty list of [MHz, relative power] levels, got {show_value(value)}")
     levels = tuple(_level(ctx, v, path + (i,)) for i, v in enumerate(value))
@@ -42,7 +43,7 @@ _TRIP = {"sensor": F("sensor", True, parse_text),
          "level": F("level", True, parse_integer(1))}
 
 
-def _trip(ctx: Ctx, value: Any, path: Key, levels: int) -> Trip:
+def _trip(ctx: ProfileCtx, value: Any, path: Key, levels: int) -> Trip:
     f = fields(ctx, value, path, _TRIP)
     if f["sensor"] not in SENSORS:
         raise ctx.fail(path + ("sensor",), f"unknown sensor {show_value(f['sensor'])}; expected one of {', '.join(SENSORS)}")
@@ -53,7 +54,7 @@ def _trip(ctx: Ctx, value: Any, path: Key, levels: int) -> Trip:
     return Trip(**f)
 
 
-def _unit(ctx: Ctx, name: str, value: Any, path: Key) -> UnitThermal:
+def _unit(ctx: ProfileCtx, name: str, value: Any, path: Key) -> UnitThermal:
     f = fields(ctx, value, path, {"levels": F("levels", True, _levels), "trips": F("trips", False, lambda c, v, p: v)})
     trips = f.get("trips", [])
     if not isinstance(trips, list):
@@ -70,7 +71,7 @@ _TOP = {"ambient_c": F("ambient_c", True, lambda ctx, v, p: parse_number(ctx, v,
         "units": F("units", False, lambda ctx, v, p: parse_mapping(ctx, v, p))}
 
 
-def parse_thermal(ctx: Ctx, value: Any, path: Key) -> ThermalSpec:
+def parse_thermal(ctx: ProfileCtx, value: Any, path: Key) -> ThermalSpec:
     """The section as a ThermalSpec; unit names are checked against the profile's units later
     (check_units), once they are known."""
     f = fields(ctx, value, path, _TOP)
@@ -81,7 +82,7 @@ def parse_thermal(ctx: Ctx, value: Any, path: Key) -> ThermalSpec:
     return ThermalSpec(net, f["ambient_c"], f["tick_s"], f["governor_s"], units)
 
 
-def check_units(ctx: Ctx, thermal: ThermalSpec, units: set[str]) -> None:
+def check_units(ctx: ProfileCtx, thermal: ThermalSpec, units: set[str]) -> None:
     """Every throttled unit is one of the profile's."""
     for u in thermal.units:
         if u.unit not in units:

@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Kind", "Interval", "Trace"]
+__all__ = ["Kind", "Interval", "Span", "Trace"]
 
 
 class Kind(enum.Enum):
@@ -44,15 +44,25 @@ class Interval:
         return self.seconds * self.watts
 
 
+@dataclass(frozen=True)
+class Span:
+    """One inference of one stream, [start, end) in simulated seconds (k: its number in the stream)."""
+
+    stream: int
+    k: int
+    start: float
+    end: float
+
+
 @dataclass
 class Trace:
     """Append-only list of intervals plus the inference spans, in simulated time."""
 
     intervals: list[Interval] = field(default_factory=list)
-    inferences: list[tuple[int, int, float, float]] = field(default_factory=list)  # (stream, k, start, end)
+    inferences: list[Span] = field(default_factory=list)
 
     def add(self, interval: Interval) -> None:
         self.intervals.append(interval)
 
     def mark(self, stream: int, k: int, start: float, end: float) -> None:
-        self.inferences.append((stream, k, start, end))
+        self.inferences.append(Span(stream, k, start, end))

@@ -221,7 +221,7 @@ def test_an_apps_matrix_varies_the_air_and_the_apps(tmp_path):
 
 
 def test_the_keys_that_make_an_apps_scenario_are_scenario_keys():
-    import runtime.scenario.load as scenario
+    import runtime.scenario.spec as scenario
     from runtime.scenario.apps import APPS_KEYS
 
     assert set(APPS_KEYS) <= set(scenario.SCHEMA)

@@ -80,7 +80,7 @@ def test_random_lifetimes(lives, align):
 
 def test_best_fit_takes_the_tightest_gap_not_the_first():
     # gaps of 256 (at 0) and 128 (at 512) between live tensors: a 100-byte tensor takes the tighter
-    placed = [(256, 256, 0, 9), (640, 64, 0, 9)]
+    placed = [arena.Allocation(256, 256, 0, 9), arena.Allocation(640, 64, 0, 9)]
     assert arena.best_fit(placed, 100, 0, 9, 64) == 512
     assert arena.best_fit(placed, 300, 0, 9, 64) == 704          # no gap holds it: after the last
     assert arena.best_fit(placed, 300, 10, 12, 64) == 0          # nobody else is alive then

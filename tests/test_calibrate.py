@@ -203,9 +203,9 @@ def test_re_timing_a_plan_on_other_numbers_equals_a_fresh_simulation():
     assert any(p.path[0] == "nnapi" for p in params)
     profile = evaluator.profile(params, values)
     fast = [ms for ms, _ in evaluator.run(params, values)]
-    for row, sim in zip(rows, evaluator.sims):
+    for row, simulation in zip(rows, evaluator.sims):
         delegates, _ = parse_flags(list(DELEGATES[row.delegate]), profile)
-        it = Interpreter(graph=sim.graph, experimental_delegates=delegates, num_threads=row.threads,
+        it = Interpreter(graph=simulation.graph, experimental_delegates=delegates, num_threads=row.threads,
                          device=profile, timing_only=True)
         it.allocate_tensors()
         assert it.simulation.invoke() * 1e3 == pytest.approx(fast[rows.index(row)], rel=1e-12), row.label

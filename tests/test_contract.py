@@ -145,11 +145,12 @@ def test_a_delegate_of_two_hooks_runs_on_the_defaults(applied):
     it.invoke()
     want = np.maximum(x + graph.tensors[graph.ops[0].inputs[1]].data, 0)
     np.testing.assert_array_equal(it.get_tensor(graph.outputs[0]), want)
-    sim = it.simulation
-    assert sim.delegation.log[0] == "PythonDelegate delegate: 1 nodes delegated out of 2 nodes with 1 partitions."
-    job = next(j for j in sim.executor.jobs if getattr(j, "step", None) is not None)
+    simulation = it.simulation
+    assert simulation.delegation.log[0] == ("PythonDelegate delegate: 1 nodes delegated out of 2 nodes "
+                                            "with 1 partitions.")
+    job = next(j for j in simulation.executor.jobs if getattr(j, "step", None) is not None)
     assert job.unit.name == "gpu" and job.mode.name == "REFERENCE" and job.scales == Scales()
-    spans = {iv.name: iv.end - iv.start for iv in sim.soc.trace.intervals}
+    spans = {iv.name: iv.end - iv.start for iv in simulation.soc.trace.intervals}
     assert spans["PythonDelegate init"] == pytest.approx(applied.gpu.spec.init_s)
 
 

@@ -150,10 +150,10 @@ def test_invoke_with_cpu_fallback_reruns_on_the_cpu(graph, case):
     with time_budget(BUDGET):
         it.invoke_with_cpu_fallback()
     np.testing.assert_array_equal(it.get_tensor(graph.outputs[0]), reference(graph, x))
-    sim = it.simulation
-    assert sim.delegation.restored and "running on the CPU" in sim.delegation.log[-1]
+    simulation = it.simulation
+    assert simulation.delegation.restored and "running on the CPU" in simulation.delegation.log[-1]
     it.invoke()  # the delegate is gone: later invokes stay on the CPU
-    assert len(sim.latencies) == 2
+    assert len(simulation.latencies) == 2
 
 
 @pytest.mark.parametrize("case", by_stage("invoke"))

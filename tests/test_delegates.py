@@ -9,6 +9,7 @@ from delegates.api import Delegate, DelegateError
 from delegates.coreml import CoreMlDelegate, CoreMlDevices, CoreMlOptions
 from delegates.gpu import GpuDelegate, GpuOptions, Priority
 from delegates.hexagon import HexagonDelegate, HexagonOptions
+from delegates.qnn import QnnDelegate
 from delegates.nnapi import NnapiDelegate, NnapiOptions
 from delegates.rulekit import doc
 from delegates.table import supported_ops_table
@@ -261,3 +262,20 @@ def test_nnapi_rule_table_names_each_minimum_level():
     assert set(table) == set(nnapi_rules.MIN_LEVEL)
     assert "API level 28" in doc(table[OpType.PAD][0])
     assert "API level 33" in doc(table[OpType.BATCH_MATMUL][0])
+
+
+@pytest.mark.parametrize("cls", [GpuDelegate, HexagonDelegate, CoreMlDelegate, NnapiDelegate, QnnDelegate])
+def test_builtin_delegates_share_one_create_kernel(cls):
+    from delegates.builtin import BuiltinDelegate
+
+    assert issubclass(cls, BuiltinDelegate) and "create_kernel" not in vars(cls)
+
+
+def test_the_shared_kernel_runs_on_the_delegates_unit_in_its_mode():
+    from delegates.kernel import UnitKernel
+    from runtime.interpreter.delegation import DelegateStep, apply_delegates
+
+    delegate = GpuDelegate(GpuOptions(is_precision_loss_allowed=True))
+    steps = [s for s in apply_delegates(zoo("mobilenet_v1"), [delegate]).plan if isinstance(s, DelegateStep)]
+    assert steps and all(isinstance(s.kernel, UnitKernel) for s in steps)
+    assert {(s.kernel.unit, s.kernel.mode.name) for s in steps} == {("gpu", "FLOAT16")}

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from runtime.cli.main import main
-from runtime.cli.common import cpp_float, load_device
+from runtime.cli.common import cpp_float, profile_from_flags
 from runtime.evaluation.classification import (Normalization, Runner, central_crop, input_spec, list_images, preprocess,
                                 read_denylist, resize_bilinear, select_images, to_input, top_k, topk_counts)
 from runtime.interpreter.api import Interpreter
@@ -70,7 +70,7 @@ def outputs_of(model: Path, inputs: np.ndarray, device: str, flags=()) -> list[l
     """The testbed's outputs through the Python API, one image at a time, with the delegates of `flags`."""
     from delegates.registry import parse_flags
 
-    profile = load_device(device)
+    profile = profile_from_flags(device)
     it = Interpreter(model_path=model, experimental_delegates=parse_flags(list(flags), profile)[0], device=profile)
     it.allocate_tensors()
     outs = []
@@ -116,16 +116,16 @@ def test_resize_is_tflite_bilinear(shape, size):
 
 
 def test_input_conversions():
-    from runtime.evaluation.classification import InputSpec
+    from runtime.evaluation.classification import ImageInput
 
     pixels = np.array([[[0.0, 127.6, 255.0]]], np.float32)
-    np.testing.assert_allclose(to_input(pixels, InputSpec(1, 1, np.dtype(np.float32))), [[[-1, 0.1 / 127.5, 1]]],
+    np.testing.assert_allclose(to_input(pixels, ImageInput(1, 1, np.dtype(np.float32))), [[[-1, 0.1 / 127.5, 1]]],
                                rtol=0, atol=1e-7)
     # int8 quantized for TFLite's tool (scale 1/127.5, zero point -1): its bytes, pixel - 128 truncated
-    int8 = InputSpec(1, 1, np.dtype(np.int8), 1 / 127.5, -1)
+    int8 = ImageInput(1, 1, np.dtype(np.int8), 1 / 127.5, -1)
     np.testing.assert_array_equal(to_input(pixels, int8), [[[-128, 0, 127]]])
     # uint8 quantized on another range: the normalised value is quantized with the input's own scale
-    uint8 = InputSpec(1, 1, np.dtype(np.uint8), 0.0378, 130)
+    uint8 = ImageInput(1, 1, np.dtype(np.uint8), 0.0378, 130)
     want = np.clip(np.floor(np.array([-1, 0.1 / 127.5, 1]) / 0.0378 + 0.5) + 130, 0, 255)
     np.testing.assert_array_equal(to_input(pixels, uint8), [[want]])
     np.testing.assert_array_equal(to_input(pixels, uint8, Normalization(quantized="raw")), [[[0, 127, 255]]])
@@ -268,7 +268,7 @@ def test_runner_outputs_do_not_depend_on_the_batch(tiny_set):
 
     model = tiny_set / "tiny_int8.tflite"
     inputs = _inputs(model, list_images(tiny_set / "images"))
-    profile = load_device("pixel4")
+    profile = profile_from_flags("pixel4")
 
     def make():
         return Interpreter(model_path=model, experimental_delegates=parse_flags(["--use_nnapi"], profile)[0],

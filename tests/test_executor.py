@@ -283,11 +283,11 @@ def test_invoke_with_cpu_fallback_reruns_on_the_cpu_after_a_delegate_fails(mobil
     ref.invoke()
     np.testing.assert_allclose(it.get_tensor(mobilenet.outputs[0]), ref.get_tensor(mobilenet.outputs[0]),
                                rtol=1e-5, atol=1e-6)
-    sim = it.simulation
-    assert sim.delegation.restored and "running on the CPU" in sim.delegation.log[-1]
-    assert all(not hasattr(step, "partition") for step in sim.delegation.plan)
+    simulation = it.simulation
+    assert simulation.delegation.restored and "running on the CPU" in simulation.delegation.log[-1]
+    assert all(not hasattr(step, "partition") for step in simulation.delegation.plan)
     it.invoke()  # later invokes stay on the CPU
-    assert len(sim.latencies) == 2
+    assert len(simulation.latencies) == 2
 
 
 def make_depthwise_delegate(max_partitions: int = 0) -> Delegate:

@@ -152,3 +152,59 @@ def private_imports() -> list[str]:
 
 def test_no_module_imports_another_modules_private_name():
     assert private_imports() == []
+
+
+# Where a module may still ask an object what it has: none today. A record that crosses modules is
+# a named type told apart by isinstance (or an Enum field); an entry here needs a reason next to it
+# (say, feature-testing a third-party object the project does not own).
+HASATTR_ALLOWED: dict[str, str] = {}
+
+
+def hasattr_calls() -> list[str]:
+    """`hasattr(...)` calls in the project's packages, outside HASATTR_ALLOWED (path:line)."""
+    found = []
+    for top in TOP:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "hasattr"):
+                    where = f"{path.relative_to(ROOT)}:{node.lineno}"
+                    if where not in HASATTR_ALLOWED:
+                        found.append(where)
+    return found
+
+
+def test_records_are_told_apart_by_type_not_by_hasattr():
+    assert hasattr_calls() == [], "tell records apart with isinstance (named types), not hasattr"
+
+
+def top_level_classes() -> dict[str, list[str]]:
+    """Class name -> the modules of the project's packages that define a class of that name at top level."""
+    found: dict[str, list[str]] = {}
+    for top in TOP:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.parse(path.read_text(), str(path)).body:
+                if isinstance(node, ast.ClassDef):
+                    found.setdefault(node.name, []).append(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_one_class_name_means_one_thing():
+    twice = {name: paths for name, paths in top_level_classes().items() if len(paths) > 1}
+    assert twice == {}, f"classes of the same name in different modules: {twice}"
+
+
+def sim_shadows() -> list[str]:
+    """Local names and parameters called `sim`, which hide the `sim` package (path:line)."""
+    found = []
+    for top in TOP + ("tests", "benchmarks"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                bound = ((isinstance(node, ast.Name) and node.id == "sim" and isinstance(node.ctx, ast.Store))
+                         or (isinstance(node, ast.arg) and node.arg == "sim"))
+                if bound:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_no_local_name_hides_the_sim_package():
+    assert sim_shadows() == []

@@ -28,7 +28,7 @@ def _cli_args(**kw) -> argparse.Namespace:
 
 
 def test_cli_runner_and_python_api_load_the_same_quantized_zoo_model():
-    from runtime.cli.common import load_model as cli_load
+    from runtime.cli.common import model_from_flags as cli_load
     from runtime.model.loader import ModelSource, load_model
     from runtime.sweep.runner import build_model
     from runtime.scenario.load import ModelSpec, Quantization

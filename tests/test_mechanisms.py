@@ -221,16 +221,16 @@ def test_nnapi_splits_a_model_across_drivers_by_what_each_supports():
     graph = _tiny()
     gpu = device("test-gpu", "gpu", 4, float_ops, {P.FLOAT32})
     npu = device("test-npu", "npu", 4, {"MEAN"}, {P.FLOAT32}, execution_s=300e-6)
-    seconds, placed, sim = _nnapi_run(android(30, devices=(gpu, npu)), graph)
+    seconds, placed, simulation = _nnapi_run(android(30, devices=(gpu, npu)), graph)
     mean = next(i for i, op in enumerate(graph.ops) if op.type is OpType.MEAN)
     assert placed[mean] == "gpu"                          # the main device takes what it lists
     gpu_no_mean = device("test-gpu", "gpu", 4, float_ops - {"MEAN"}, {P.FLOAT32})
-    split_s, split, sim = _nnapi_run(android(30, devices=(gpu_no_mean, npu)), graph)
+    split_s, split, simulation = _nnapi_run(android(30, devices=(gpu_no_mean, npu)), graph)
     assert split[mean] == "npu" and {u for i, u in split.items() if i != mean} == {"gpu"}
-    assert len(sim.delegation.plan) == 1                  # still one delegated partition
-    steps = [iv for iv in sim.soc.trace.intervals if iv.name.endswith(" step")]
+    assert len(simulation.delegation.plan) == 1                  # still one delegated partition
+    steps = [iv for iv in simulation.soc.trace.intervals if iv.name.endswith(" step")]
     assert [iv.lane for iv in steps if iv.inference >= 0] == ["npu"]   # the NPU driver's execution call
-    moves = [iv for iv in sim.soc.trace.intervals if iv.name.endswith(" step inputs") and iv.inference >= 0]
+    moves = [iv for iv in simulation.soc.trace.intervals if iv.name.endswith(" step inputs") and iv.inference >= 0]
     assert len(moves) == 2                                # into the NPU's step and back to the GPU's
     assert split_s - seconds >= 300e-6
 
@@ -249,7 +249,7 @@ def test_nnapi_reference_runs_what_no_accelerator_takes_unless_the_cpu_is_disall
     assert old[mean] == "cpu_big"                        # on NNAPI's reference CPU, inside the partition
     _, allowed, _ = _nnapi_run(android(30, devices=(gpu, ref)), graph, disallow_nnapi_cpu=False)
     assert allowed[mean] == "cpu_big"
-    _, disallowed, sim = _nnapi_run(android(30, devices=(gpu, ref)), graph)
+    _, disallowed, simulation = _nnapi_run(android(30, devices=(gpu, ref)), graph)
     assert mean not in disallowed                        # back on TFLite's own CPU kernels
 
 

@@ -47,8 +47,8 @@ def test_benchmark_prints_the_memory_lines(capsys):
 def test_memory_lines_are_the_records_figures(mobilenet):
     from runtime.cli.profile_tables import memory_lines
 
-    sim = _sim(mobilenet)
-    memory = memory_record(sim, unit_footprint(sim))
+    simulation = _sim(mobilenet)
+    memory = memory_record(simulation, unit_footprint(simulation))
     cpu = graph_arena(mobilenet)
     weights = sum(t.data.nbytes for t in mobilenet.tensors if t.is_constant)
     assert (memory.weights, memory.cpu_arena, memory.delegates) == (weights, cpu.plan.size, {})

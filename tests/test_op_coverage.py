@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.ops.reference import REFERENCE_OPS, UNSUPPORTED, coverage, implemented
+from runtime.ops.op_coverage import REFERENCE_OPS, UNSUPPORTED, coverage, implemented
 from runtime.ir.optypes import OpType
 
 # The share of LiteRT's reference-resolver ops with a kernel here may only grow.

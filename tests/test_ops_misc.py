@@ -671,7 +671,7 @@ def test_delegates_refuse_the_new_ops_with_a_reason():
 
 
 def test_every_new_op_has_a_cost_class_and_is_costed_from_its_shapes():
-    from runtime.ops.misc_kernels import KERNELS
+    from runtime.ops.registry_misc import KERNELS
     from sim.cost import Precision
     from sim.work import CLASSES, describe
 
@@ -687,7 +687,7 @@ def test_mutated_models_run_or_fail_with_one_line(tmp_path):
     """The model fuzzer's mutations (tests/fuzz_models.py) on these ops' single-op models: each case
     runs, or ends in one ModelError line naming the file, found by the checks before a kernel
     raises anything. Cases whose op was turned into an op outside this file are left out."""
-    from runtime.ops.misc_kernels import KERNELS
+    from runtime.ops.registry_misc import KERNELS
     from tests import fuzz_models as fm
 
     ours = {t.name for t in KERNELS}

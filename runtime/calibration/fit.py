@@ -123,10 +123,12 @@ class RowSim:
         self.used = self._used()
 
     def _used(self) -> set[str]:
-        sim = self.it.simulation
-        used = {sim.soc.cpu.name}
-        for job in sim.executor.jobs:
-            if not hasattr(job, "step"):      # a CPU op
+        from runtime.interpreter.executor import PartitionJob
+
+        simulation = self.it.simulation
+        used = {simulation.soc.cpu.name}
+        for job in simulation.executor.jobs:
+            if not isinstance(job, PartitionJob):      # a CPU op
                 continue
             used.update(u.name for u in (job.unit, *(op.unit for op in job.ops if op.unit is not None)))
             used.update(f"nnapi:{d}" for d in job.step.delegate.devices_for(job.step.partition))
@@ -136,14 +138,14 @@ class RowSim:
         from runtime.interpreter.delegation import DelegateStep
         from sim.soc import SoC
 
-        sim = self.it.simulation
-        sim.soc = SoC(profile)
-        for step in sim.delegation.plan:
+        simulation = self.it.simulation
+        simulation.soc = SoC(profile)
+        for step in simulation.delegation.plan:
             if isinstance(step, DelegateStep):  # a delegate reading its costs from the profile it was made for
                 step.delegate.use_profile(profile)
-        sim.executor = self._executor.on(sim.soc)
-        seconds = sim.invoke()
-        return seconds * 1e3, _per_type(sim.soc.trace)
+        simulation.executor = self._executor.on(simulation.soc)
+        seconds = simulation.invoke()
+        return seconds * 1e3, _per_type(simulation.soc.trace)
 
 
 def _per_type(trace) -> dict[str, float]:

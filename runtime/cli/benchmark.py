@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 
 from runtime.cli.common import (PROVIDER_NAMES, add_device_flag, add_model_flags, check_writable, cpp_float,
-                                delegate_kinds, delegate_tool_parser, echo_log, load_device, load_model,
+                                delegate_kinds, delegate_tool_parser, echo_log, profile_from_flags, model_from_flags,
                                 parse_delegate_flags, tflite_bool, to_us, uniform_inputs, write_atomic, zoo_args_text)
 from runtime.cli.profile_tables import Stat, memory_lines, profile_nodes, profiling_report
 from runtime.limits import counts as limits
@@ -113,17 +113,17 @@ def _run_phase(it: Interpreter, min_runs: int, min_secs: float, max_secs: float,
     is cleared off the terminal before the phase's stdout line."""
     print(f"Running benchmark for at least {min_runs} iterations and at least {cpp_float(min_secs)} seconds "
           f"but terminate if exceeding {cpp_float(max_secs)} seconds.")
-    sim = it.simulation
+    simulation = it.simulation
     invoke = it.invoke_with_cpu_fallback if fallback else it.invoke
-    first, spent, runs = sim.count, 0.0, []
+    first, spent, runs = simulation.count, 0.0, []
     while (len(runs) < min_runs or spent < min_secs) and spent <= max_secs:
         if len(runs) >= max(min_runs, limits.MAX_RUNS):
             print(f"Stopped after {len(runs)} runs, the testbed's limit, before {cpp_float(min_secs)} "
                   f"simulated seconds had passed.")
             break
         invoke()
-        runs.append(to_us(sim.latencies[-1]))
-        spent += sim.latencies[-1]
+        runs.append(to_us(simulation.latencies[-1]))
+        spent += simulation.latencies[-1]
         if progress:
             progress.step()
     stat = Stat(list(runs))
@@ -190,9 +190,9 @@ def _param_lines(args: argparse.Namespace, model, kinds) -> list[str]:
 def _prepare(args: argparse.Namespace, extra: list[str]):
     """Device, delegates and model from the flags; the interpreter with the delegates applied, as
     BenchmarkTfLiteModel::Init does it, its tensors allocated and its one input set."""
-    profile = load_device(args.device, args.api_level)
+    profile = profile_from_flags(args.device, args.api_level)
     delegates = parse_delegate_flags(args.parser, extra, profile)
-    model = load_model(args)
+    model = model_from_flags(args)
     kinds = delegate_kinds(delegates)
     print(f"Simulated device: {profile.name} ({profile.description})")
     for line in _param_lines(args, model, kinds):
@@ -225,8 +225,8 @@ def cmd_benchmark(args: argparse.Namespace, extra: list[str]) -> int:
 def _benchmark(args: argparse.Namespace, extra: list[str]) -> int:
     check_writable(args.output_json, args.trace)
     profile, model, kinds, it, feed = _prepare(args, extra)
-    sim = it.simulation
-    init_us = to_us(_init_seconds(sim))
+    simulation = it.simulation
+    init_us = to_us(_init_seconds(simulation))
     print(f"The input model file size (MB): {cpp_float(model.size_bytes / 1e6)}")
     print(f"Initialized session in {cpp_float(init_us / 1e3)}ms.")
     # runs on stderr once they have taken PROGRESS_DELAY_S of host time (a quick benchmark shows nothing)
@@ -243,31 +243,31 @@ def _benchmark(args: argparse.Namespace, extra: list[str]) -> int:
     warm_stat, run_stat = Stat(list(warm.us)), Stat(list(regular.us))
     print(f"Inference timings in us: Init: {init_us}, First inference: {warm_stat.first()}, "
           f"Warmup (avg): {cpp_float(warm_stat.avg())}, Inference (avg): {cpp_float(run_stat.avg())}")
-    memory = memory_record(sim, unit_footprint(sim))  # the simulated phone's bytes, not the host's
+    memory = memory_record(simulation, unit_footprint(simulation))  # the simulated phone's bytes, not the host's
     for line in memory_lines(memory, args.report_peak_memory_footprint):
         print(line)
     for unit, (cached, streamed) in sorted(memory.on_chip.items()):  # an Edge-TPU-class NPU's weight SRAM
         print(f"On-chip weight memory of {unit} (MB): cached={cpp_float(cached / (1 << 20))} "
               f"streamed_per_inference={cpp_float(streamed / (1 << 20))}")
-    m = measure(sim.soc, sim.soc.trace.inferences, len(warm.us), memory=memory)
+    m = measure(simulation.soc, simulation.soc.trace.inferences, len(warm.us), memory=memory)
     for line in _own_lines(m):
         print(line)
     if args.enable_op_profiling:
-        for line in profiling_report(*profile_nodes(sim, regular.inferences)):
+        for line in profiling_report(*profile_nodes(simulation, regular.inferences)):
             print(line)
     if args.trace:
-        write_atomic(args.trace, json.dumps(chrome_trace(sim.soc, model.label)))
+        write_atomic(args.trace, json.dumps(chrome_trace(simulation.soc, model.label)))
     if args.output_json:
-        record = benchmark_record(args, model, profile, sim, kinds, m, len(warm.us), len(regular.us),
+        record = benchmark_record(args, model, profile, simulation, kinds, m, len(warm.us), len(regular.us),
                                   _outputs_vs_reference(it, model.graph, feed, args.timing_only), it.estimated_ops)
         # NaN or infinity (a delegate's overflow) become null: the file stays strict JSON
         write_atomic(args.output_json, json.dumps(strict_json(record), indent=1, sort_keys=True, allow_nan=False) + "\n")
     return 0
 
 
-def _init_seconds(sim) -> float:
+def _init_seconds(simulation) -> float:
     """Simulated seconds of delegate initialisation (compile, weight upload) before the first run."""
-    init = [iv for iv in sim.soc.trace.intervals if iv.inference < 0 and iv.stream == sim.stream]
+    init = [iv for iv in simulation.soc.trace.intervals if iv.inference < 0 and iv.stream == simulation.stream]
     return max((iv.end for iv in init), default=0.0) - min((iv.start for iv in init), default=0.0)
 
 

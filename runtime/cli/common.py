@@ -18,10 +18,11 @@ from runtime.ir.atomic import write_text
 from runtime.ir.errors import TestbedError
 from runtime.ir.graph import Graph
 from runtime.model.loader import CALIBRATION_SAMPLES, FLAGS, QUANTIZATIONS, ModelSource
-from runtime.model.loader import load_model as load_graph
+from runtime.model.loader import load_model
 
 __all__ = ["LoadedModel", "PROVIDER_NAMES", "QUANTIZATIONS", "add_device_flag", "add_model_flags", "check_writable", "cpp_float",
-           "delegate_kinds", "echo_log", "gaussian_inputs", "load_device", "load_model", "parse_delegate_flags",
+           "delegate_kinds", "echo_log", "gaussian_inputs", "profile_from_flags", "model_from_flags",
+           "parse_delegate_flags",
            "to_us", "tflite_bool", "uniform_inputs", "warn_refusals", "write_atomic", "zoo_args_text"]
 
 # DelegateProvider::GetName() of TFLite's providers (tflite/tools/delegates/*_delegate_provider.cc).
@@ -149,11 +150,11 @@ def zoo_args_text(args: argparse.Namespace) -> str:
     return ",".join(args.zoo_args or ())
 
 
-def load_model(args: argparse.Namespace) -> LoadedModel:
+def model_from_flags(args: argparse.Namespace) -> LoadedModel:
     """The model named by --graph or --zoo (exactly one), quantized as --quantization asks."""
     source = ModelSource(path=args.graph or None, zoo=args.zoo or None, zoo_args=zoo_args_text(args),
                          quantization=args.quantization)
-    graph = load_graph(source, FLAGS)
+    graph = load_model(source, FLAGS)
     if args.graph:
         label, name, size = args.graph, Path(args.graph).name, os.path.getsize(args.graph)
     else:
@@ -165,7 +166,8 @@ def load_model(args: argparse.Namespace) -> LoadedModel:
     return LoadedModel(graph, label, name, size, args.quantization)
 
 
-def load_device(name: str, api_level: int | None = None):
+def profile_from_flags(name: str, api_level: int | None = None):
+    """The phone named by --device (a profile name or file), at the --api_level asked for (None: its own)."""
     from sim.profile import load_profile, with_api_level
 
     return with_api_level(load_profile(name), api_level)

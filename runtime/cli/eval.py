@@ -13,7 +13,8 @@ import numpy as np
 from delegates.kinds import BUILTIN_KINDS
 from runtime.cli.benchmark import threads
 from runtime.cli.common import (add_device_flag, add_model_flags, check_writable, cpp_float, delegate_tool_parser,
-                                echo_log, load_device, load_model, parse_delegate_flags, to_us, write_atomic)
+                                echo_log, profile_from_flags, model_from_flags, parse_delegate_flags, to_us,
+                                write_atomic)
 from runtime.evaluation.classification import (CROP_FRACTION, Normalization, Runner, Tally, Timing, input_spec, list_images,
                                 preprocess, read_denylist, read_lines, select_images, time_one_image)
 from runtime.interpreter.api import Interpreter
@@ -148,10 +149,10 @@ def _setup(args: argparse.Namespace, extra: list[str]) -> _Setup:
     from delegates.registry import parse_flags
 
     check_writable(args.output_file_path)
-    profile = load_device(args.device, args.api_level)
+    profile = profile_from_flags(args.device, args.api_level)
     flags = list(extra) + ([f"--use_{args.delegate}"] if args.delegate else [])
     first = parse_delegate_flags(args.parser, flags, profile)  # usage errors and refusal warnings, once
-    model = load_model(args)
+    model = model_from_flags(args)
     graph, made = model.graph, [first]
 
     def test() -> Interpreter:  # fresh delegates for each interpreter: a delegate may keep state

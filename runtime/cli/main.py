@@ -18,7 +18,7 @@ from runtime.cli import eval as cli_eval
 from runtime.cli import tools as cli_tools
 
 from runtime.limits import memory
-from runtime.cli.common import add_model_flags, check_writable, load_model
+from runtime.cli.common import add_model_flags, check_writable, model_from_flags
 from runtime.ir.errors import TestbedError
 from runtime.interpreter.api import Interpreter
 from runtime.ops import KERNELS
@@ -34,7 +34,7 @@ def _inputs(it: Interpreter, seed: int) -> None:
 
 
 def cmd_infer(args, extra=None) -> int:
-    model = load_model(args)
+    model = model_from_flags(args)
     graph, label = model.graph, model.label
     it = Interpreter(graph=graph, num_threads=args.num_threads)
     it.allocate_tensors()
@@ -62,7 +62,7 @@ def cmd_infer(args, extra=None) -> int:
 
 
 def cmd_inspect(args, extra=None) -> int:
-    model = load_model(args)
+    model = model_from_flags(args)
     graph, label = model.graph, model.label
     print(f"model: {label}: {len(graph.tensors)} tensors, {len(graph.ops)} ops")
     print(f"{'#':>4}  {'op':26s} {'v':>2}  {'inputs -> outputs':50s} reference kernel")
@@ -77,7 +77,7 @@ def cmd_export(args, extra=None) -> int:
     from runtime.model.tflite_write import save
 
     check_writable(args.output)
-    model = load_model(args)
+    model = model_from_flags(args)
     save(model.graph, args.output)
     print(f"wrote {args.output}: {model.label} ({len(model.graph.ops)} ops)")
     return 0

@@ -100,11 +100,11 @@ def _group(plan: Sequence, intervals: Sequence) -> list[list]:
     return groups
 
 
-def _node_names(sim) -> list[tuple[str, str]]:
+def _node_names(simulation) -> list[tuple[str, str]]:
     """(type, name) per plan step as TFLite's profile summarizer labels them: the op (or the
     delegate kernel's) name, and "[outputs]:node index" (delegate nodes numbered after the model's
     own, in the order the delegates created them)."""
-    graph, delegation = sim.graph, sim.delegation
+    graph, delegation = simulation.graph, simulation.delegation
     first = {}
     number = len(graph.ops)
     for report in delegation.per_delegate:
@@ -126,15 +126,15 @@ def _node_names(sim) -> list[tuple[str, str]]:
     return names
 
 
-def profile_nodes(sim, inferences: Sequence[int]) -> tuple[list[NodeProfile], Stat]:
+def profile_nodes(simulation, inferences: Sequence[int]) -> tuple[list[NodeProfile], Stat]:
     """Per plan step: start and elapsed microseconds in each of `inferences`; and each run's total."""
-    plan = sim.delegation.plan
-    mem = node_memory(cpu_arena(sim.graph, plan, sim.executor.shapes))
-    nodes = [NodeProfile(kind, name, k, mem_bytes=mem[k]) for k, (kind, name) in enumerate(_node_names(sim))]
-    spans = {k: start for stream, k, start, _ in sim.soc.trace.inferences if stream == sim.stream}
+    plan = simulation.delegation.plan
+    mem = node_memory(cpu_arena(simulation.graph, plan, simulation.executor.shapes))
+    nodes = [NodeProfile(kind, name, k, mem_bytes=mem[k]) for k, (kind, name) in enumerate(_node_names(simulation))]
+    spans = {s.k: s.start for s in simulation.soc.trace.inferences if s.stream == simulation.stream}
     by_run: dict[int, list] = {k: [] for k in inferences}
-    for iv in sim.soc.trace.intervals:
-        if iv.stream == sim.stream and iv.inference in by_run:
+    for iv in simulation.soc.trace.intervals:
+        if iv.stream == simulation.stream and iv.inference in by_run:
             by_run[iv.inference].append(iv)
     totals = Stat()
     for k in inferences:

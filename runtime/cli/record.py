@@ -18,16 +18,17 @@ def _diffs(pairs) -> list[dict]:
     rows = []
     for name, ref, test in pairs or ():
         with np.errstate(invalid="ignore", over="ignore"):  # NaN or infinity from a delegate: null figures
-            avg, _, peak = output_diff(ref, test)
+            diff = output_diff(ref, test)
+            avg, peak = diff.mean, diff.max
         rows.append({"output": name, "avg_error": avg, "std_dev": 0.0, "max": peak})
     return rows
 
 
-def benchmark_record(args, model, profile, sim, kinds: Sequence[str], m, warmup: int, runs: int,
+def benchmark_record(args, model, profile, simulation, kinds: Sequence[str], m, warmup: int, runs: int,
                      pairs, estimated: Sequence[int] = ()) -> dict[str, Any]:
     """`pairs`: (output name, reference array, test array) per output, or None when timing only;
     `estimated`: ops costed from their shapes for want of a kernel (timing only)."""
-    fields = record_fields(m, sim.delegation, kinds, model.graph, sim.nonfinite, estimated)
+    fields = record_fields(m, simulation.delegation, kinds, model.graph, simulation.nonfinite, estimated)
     label = "+".join(kinds) or "cpu"
     return {
         "scenario": "dtb benchmark", "label": label, "cell": {"delegates": label},
@@ -36,6 +37,6 @@ def benchmark_record(args, model, profile, sim, kinds: Sequence[str], m, warmup:
         "timing_only": bool(args.timing_only),
         **fields,
         "model": {**fields["model"], "name": model.name, "quantization": model.quantization},
-        "footprint_bytes": unit_footprint(sim),
+        "footprint_bytes": unit_footprint(simulation),
         "output_diff": _diffs(pairs),
     }

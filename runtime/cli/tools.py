@@ -14,7 +14,7 @@ import numpy as np
 from delegates.kinds import BUILTIN_KINDS
 from runtime.cli.benchmark import delegate_budget, threads
 from runtime.cli.common import (add_device_flag, add_model_flags, cpp_float, delegate_tool_parser, echo_log,
-                                gaussian_inputs, load_device, load_model, parse_delegate_flags, to_us,
+                                gaussian_inputs, profile_from_flags, model_from_flags, parse_delegate_flags, to_us,
                                 warn_refusals, write_atomic)
 from runtime.cli.profile_tables import Stat
 from runtime.ir.errors import TestbedError
@@ -85,8 +85,8 @@ def _check_under_test(test: Interpreter, names: list[str], nodes: int) -> None:
 
 
 def cmd_inference_diff(args: argparse.Namespace, extra: list[str]) -> int:
-    profile = load_device(args.device, args.api_level)
-    model = load_model(args)
+    profile = profile_from_flags(args.device, args.api_level)
+    model = model_from_flags(args)
     graph = model.graph
     reference, test = _diff_interpreters(args, extra, profile, graph)
     ref_us, test_us = Stat(), Stat()
@@ -144,9 +144,9 @@ def cmd_partition(args: argparse.Namespace, extra: list[str]) -> int:
     from runtime.interpreter.delegation import apply_delegates
     from runtime.ops.dynamic import dynamic_tensors
 
-    profile = load_device(args.device, args.api_level)
+    profile = profile_from_flags(args.device, args.api_level)
     delegates = parse_delegate_flags(args.parser, extra, profile)
-    model = load_model(args)
+    model = model_from_flags(args)
     graph = model.graph
     delegation = apply_delegates(graph, delegates, dynamic_tensors(graph))
     names = ", ".join(d.name for d in delegates) or "none (every op on the CPU)"
@@ -216,7 +216,7 @@ def _list_ops() -> None:
     registered custom ops: a user learns whether a missing op is missing on purpose."""
     from runtime.ops.custom_ops import CUSTOM_OPS
     from runtime.ops import HYBRID_KERNELS, KERNELS, QUANT_KERNELS
-    from runtime.ops.reference import UNSUPPORTED
+    from runtime.ops.op_coverage import UNSUPPORTED
     from runtime.ir.optypes import OpType
 
     for op in sorted(OpType, key=lambda o: o.name):

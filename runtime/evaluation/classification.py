@@ -12,7 +12,7 @@ import numpy as np
 
 from runtime.ir.errors import ModelError, TestbedError
 
-__all__ = ["CROP_FRACTION", "IMAGE_EXTENSIONS", "InputSpec", "Normalization", "Runner", "Tally", "Timing",
+__all__ = ["CROP_FRACTION", "IMAGE_EXTENSIONS", "ImageInput", "Normalization", "Runner", "Tally", "Timing",
            "central_crop", "dequantized", "input_spec", "list_images", "load_image", "preprocess", "read_denylist",
            "read_lines", "resize_bilinear", "select_images", "time_one_image", "to_input", "top_k",
            "topk_accuracies", "topk_counts"]
@@ -94,7 +94,7 @@ class Normalization:
 
 
 @dataclass(frozen=True)
-class InputSpec:
+class ImageInput:
     """What an image becomes: the model input's height, width, type and quantization."""
 
     height: int
@@ -104,7 +104,7 @@ class InputSpec:
     zero_point: int = 0
 
 
-def input_spec(graph, model: str) -> InputSpec:
+def input_spec(graph, model: str) -> ImageInput:
     """The one input of an image model, [1, height, width, 3] of float32, uint8 or int8."""
     if len(graph.inputs) != 1:
         raise ModelError(f"{model}: an image model has one input, this one has {len(graph.inputs)}")
@@ -116,7 +116,7 @@ def input_spec(graph, model: str) -> InputSpec:
         raise ModelError(f"{model}: input '{t.name}' is {t.dtype.name}; images go to FLOAT32, UINT8 or INT8 inputs")
     q = t.quant
     scale, zp = (float(q.scale[0]), int(q.zero_point[0])) if q is not None and len(q.scale) else (0.0, 0)
-    return InputSpec(shape[1], shape[2], np.dtype(t.dtype.np), scale, zp)
+    return ImageInput(shape[1], shape[2], np.dtype(t.dtype.np), scale, zp)
 
 
 def load_image(path: str | os.PathLike) -> np.ndarray:
@@ -164,14 +164,14 @@ def resize_bilinear(image: np.ndarray, height: int, width: int) -> np.ndarray:
     return ((a * (one - dy)) * (one - dx) + (b * dy) * (one - dx)) + (c * (one - dy)) * dx + (d * dy) * dx
 
 
-def _raw_fits(spec: InputSpec, norm: Normalization) -> bool:
+def _raw_fits(spec: ImageInput, norm: Normalization) -> bool:
     """Whether TFLite's raw bytes, read through the input's quantization, are (x - mean) / std
     within one quantization step: scale * std = 1 (1%) and the byte that means 0 is the mean (+-1)."""
     offset = 128 if spec.dtype == np.int8 else 0
     return abs(spec.scale * norm.std - 1) <= 0.01 and abs(offset + spec.zero_point - norm.mean) <= 1
 
 
-def to_input(pixels: np.ndarray, spec: InputSpec, norm: Normalization = Normalization()) -> np.ndarray:
+def to_input(pixels: np.ndarray, spec: ImageInput, norm: Normalization = Normalization()) -> np.ndarray:
     """Resized float pixels (0..255) as the input's type."""
     if spec.dtype.kind == "f":
         # NormalizationParams: (x - mean) * scale, scale = 1 / std in float (AddDefaultNormalizationStep)
@@ -186,7 +186,7 @@ def to_input(pixels: np.ndarray, spec: InputSpec, norm: Normalization = Normaliz
     return np.clip(q, info.min, info.max).astype(spec.dtype)
 
 
-def preprocess(path: str | os.PathLike, spec: InputSpec, norm: Normalization = Normalization(),
+def preprocess(path: str | os.PathLike, spec: ImageInput, norm: Normalization = Normalization(),
                crop: float | None = CROP_FRACTION) -> np.ndarray:
     """One image file as the model's input [height, width, 3]: decode, central crop (None: none),
     bilinear resize to the input size, then normalise or quantize."""
@@ -270,9 +270,10 @@ def time_one_image(it, image: np.ndarray) -> Timing:
     it.set_tensor(it.get_input_details()[0]["index"], image[None])
     for _ in range(2):
         it.invoke()
-    sim = it.simulation
-    m = measure(sim.soc, sim.soc.trace.inferences, 1)
-    return Timing(sim.latencies[-1], m.energy_mj, tuple(it.get_tensor(d["index"]) for d in it.get_output_details()))
+    simulation = it.simulation
+    m = measure(simulation.soc, simulation.soc.trace.inferences, 1)
+    outputs = tuple(it.get_tensor(d["index"]) for d in it.get_output_details())
+    return Timing(simulation.latencies[-1], m.energy_mj, outputs)
 
 
 class Runner:

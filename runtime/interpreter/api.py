@@ -1,4 +1,4 @@
-"""An Interpreter with LiteRT's Python API that runs a Graph on the NumPy reference kernels."""
+"""LiteRT's Python Interpreter API over the testbed's kernels, on the host or on a simulated phone."""
 
 from __future__ import annotations
 
@@ -10,20 +10,22 @@ import numpy as np
 from runtime.limits import memory
 
 from runtime.model import tflite_read as tflite_io
-from runtime.interpreter.plan import build_plan, delegated_ops, named, precheck, run_steps, split_constant, validated
+from runtime.interpreter.plan import build_plan, delegated_ops, precheck, split_constant
 from runtime.ops import opcheck
 from runtime.ir.graph import Graph, Tensor
 from runtime.interpreter.model_state import ModelState
 from runtime.ops import Node
 from runtime.ops.parallel import set_num_threads
 from runtime.ops.random import restart_generators
+from runtime.ops.steps import named, run_steps
+from runtime.ops.validate import check_model
 from runtime.ops.temporaries import prepared_by_allocation, temporaries
 
 __all__ = ["Interpreter", "SignatureRunner", "OpResolverType"]
 
 
 class OpResolverType:
-    """Accepted for API compatibility with LiteRT; the testbed has one set of reference kernels."""
+    """Accepted for API compatibility with LiteRT; the testbed has one set of kernels (runtime/ops)."""
 
     AUTO = 0
     BUILTIN = 1
@@ -32,7 +34,8 @@ class OpResolverType:
 
 
 class Interpreter:
-    """Drop-in for ai_edge_litert.interpreter.Interpreter on the CPU reference kernels."""
+    """Drop-in for ai_edge_litert.interpreter.Interpreter: the testbed's kernels on the host, and with
+    delegates, a device or timing_only, the same plan on a simulated phone."""
 
     def __init__(self, model_path: str | os.PathLike | None = None, model_content: bytes | None = None,
                  experimental_delegates: list | None = None, num_threads: int | None = None,
@@ -59,16 +62,18 @@ class Interpreter:
             graph = (tflite_io.load(model_path, self._limit) if model_path is not None
                      else tflite_io.loads(model_content, memory_limit=self._limit))
         self._graph = graph
-        with named(graph):
-            checked = validated(graph)
         self._threads = 1 if num_threads in (None, -1) else num_threads
         # The simulated phone gets the threads asked for (-1: all its big cores); the host's math
         # never uses more threads than the host has, or BLAS would thrash.
         self._host_threads = max(1, min(self._threads, os.cpu_count() or 1))
         sim_threads = 64 if num_threads == -1 else self._threads
         with named(graph):
+            # Every check of the model, once, as its plan is built (a reader or builder may have
+            # passed it through validate_graph before: that gate keeps no findings).
+            checks = check_model(graph)
+            checked = checks.main
             # The other subgraphs (control flow) run through the same plans and step loop as subgraph 0.
-            self._state = ModelState(graph, lambda g, state: build_plan(g, timing_only, state)[0],
+            self._state = ModelState(graph, checks, lambda g, state: build_plan(g, timing_only, state)[0],
                                      run_steps, lambda: self._limit - self._need.total, while_limit)
             plan, self.estimated_ops = build_plan(graph, timing_only, self._state)
             self._folded, self._plan = split_constant(graph, plan)
@@ -131,15 +136,15 @@ class Interpreter:
             saved = self._state.save()
             self._run(self._plan)  # learn every tensor's shape for the new input sizes
             self._state.restore(saved)  # that run leaves resource variables and CALL_ONCE as they were
-            restart_generators(step[1] for step in self._plan)  # LiteRT prepares anew: draws restart
+            restart_generators(step.node for step in self._plan)  # LiteRT prepares anew: draws restart
             self._shapes = [v.shape if v is not None else s for v, s in zip(self._values, self._shapes)]
             self.reset_all_variables()
             self._run(self._folded)
         self._prepared = list(self._shapes)
         self._prepared_ops.update(prepared_by_allocation(self._graph))
         if self._sim is not None:
-            entries = {step[1].index: step for step in self._plan}
-            folded = frozenset(step[1].index for step in self._folded)
+            entries = {step.index: step for step in self._plan}
+            folded = frozenset(step.index for step in self._folded)
             self._sim.allocate(self._shapes, folded, lambda i: self._run((entries[i],)), values)
 
     def reset_all_variables(self) -> None:

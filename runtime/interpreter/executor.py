@@ -24,7 +24,7 @@ from sim.trace import Kind
 from sim.unit import Scales, Tag, Unit
 from sim.work import describe, tensor_bytes
 
-__all__ = ["Executor", "Simulation", "make_simulation"]
+__all__ = ["Executor", "OpJob", "PartitionJob", "AllocatedTensors", "Simulation", "make_simulation"]
 
 # TFLite prints its delegation lines through its logger; so do we (the CLI shows them).
 _LOG = logging.getLogger("delegate_testbed")
@@ -33,7 +33,7 @@ _VIEWS = (NumericMode.FLOAT32_VIEW, NumericMode.FLOAT16)
 
 
 @dataclass(frozen=True)
-class _OpJob:
+class OpJob:
     """One op's cost on its unit, fixed when the plan is built (shapes are static per allocation),
     and what its trace slice shows besides (node, output shape and type, delegate)."""
 
@@ -45,12 +45,12 @@ class _OpJob:
 
 
 @dataclass(frozen=True)
-class _PartitionJob:
+class PartitionJob:
     step: DelegateStep
     unit: Unit
     mode: NumericMode
     scales: Scales
-    ops: tuple[_OpJob, ...]
+    ops: tuple[OpJob, ...]
     inputs: tuple[tuple[int, int], ...]      # (tensor, bytes crossing in)
     outputs: tuple[tuple[int, int], ...]     # (tensor, bytes crossing out)
     to_float: int                            # elements (de)quantized on the CPU at the boundary
@@ -84,7 +84,7 @@ class Executor:
         many profiles): the work descriptions are kept; units, scales and costs are the new phone's."""
         new = copy.copy(self)
         new.soc = soc
-        new.jobs = [job if not isinstance(job, _PartitionJob) else
+        new.jobs = [job if not isinstance(job, PartitionJob) else
                     _moved(job, soc)
                     for job in self.jobs]
         return new
@@ -99,10 +99,10 @@ class Executor:
             if step.op in self.folded:
                 return None
             op = self.graph.ops[step.op]
-            return _OpJob(step.op, self._work(step.op, op_precision(op, self.graph), 1), self._args(step.op))
+            return OpJob(step.op, self._work(step.op, op_precision(op, self.graph), 1), self._args(step.op))
         return self._partition_job(step)
 
-    def _partition_job(self, step: DelegateStep) -> _PartitionJob:
+    def _partition_job(self, step: DelegateStep) -> PartitionJob:
         try:
             unit = self.soc.unit(step.kernel.unit or _unit_for(step, self.soc))
         except KeyError as exc:  # a delegate made for another phone than the one it runs on
@@ -128,13 +128,13 @@ class Executor:
             # where weights fill a unit's on-chip memory in plan order (sim/mechanisms.sram_resident)
             work = dataclasses.replace(work, weights_before=self._placed[runs_on.name])
             self._placed[runs_on.name] += work.weight_bytes
-            ops.append(_OpJob(i, work, self._args(i) + (("delegate", step.delegate.name),), own,
+            ops.append(OpJob(i, work, self._args(i) + (("delegate", step.delegate.name),), own,
                               _scales(step, own) if own is not None else None))
         inputs = [t for t in part.inputs if not graph.tensors[t].is_constant]
         to_float = sum(int(np.prod(self.shapes[t])) for t in (*inputs, *part.outputs)
                        if mode in _VIEWS and is_quantized(graph.tensors[t]))
         weights = {t for i in part.nodes for t in graph.ops[i].inputs if t >= 0 and graph.tensors[t].is_constant}
-        return _PartitionJob(step, unit, mode, _scales(step, unit), tuple(ops),
+        return PartitionJob(step, unit, mode, _scales(step, unit), tuple(ops),
                              tuple((t, self._bytes(t)) for t in inputs),
                              tuple((t, self._bytes(t)) for t in part.outputs), to_float,
                              sum(self._bytes(t) for t in weights))
@@ -160,7 +160,7 @@ class Executor:
     def initialize(self, tag: Tag = Tag()) -> Generator:
         """Delegate init: compile / graph preparation on the unit, then the weights uploaded."""
         for job in self.jobs:
-            if not isinstance(job, _PartitionJob):
+            if not isinstance(job, PartitionJob):
                 continue
             seconds = job.step.delegate.init_seconds(job.unit.spec, self.graph)
             precision = job.ops[0].work.precision if job.ops else Precision.FLOAT32
@@ -203,7 +203,7 @@ class Executor:
             self._subgraph_works[key] = describe(op, sub, dict(shapes), op_precision(op, sub), 1)
         return self._subgraph_works[key]
 
-    def _step(self, job: _PartitionJob, op: _OpJob, unit: Unit, tag: Tag) -> Generator:
+    def _step(self, job: PartitionJob, op: OpJob, unit: Unit, tag: Tag) -> Generator:
         """Inside one delegated partition the work moves to another unit (NNAPI's runtime splits a
         model into steps, one per driver): the op's inputs go through shared memory and the new
         driver pays its own execution call."""
@@ -217,13 +217,13 @@ class Executor:
             yield from unit.hold(seconds, f"{name} step", Kind.INVOKE, tag, op.work.precision,
                                  op.scales or job.scales)
 
-    def _boundary_convert(self, job: _PartitionJob, tag: Tag, name: str) -> Generator:
+    def _boundary_convert(self, job: PartitionJob, tag: Tag, name: str) -> Generator:
         if job.to_float:  # 8-bit <-> float at the edge of a float-view partition, on the CPU
             work = Work(name, OpClass.ELEMENTWISE, Precision.FLOAT32, elem_ops=job.to_float,
                         bytes_read=job.to_float, bytes_written=4 * job.to_float)
             yield from self.soc.cpu.execute(work, tag, threads=self.threads)
 
-    def _partition(self, job: _PartitionJob, tag: Tag, math: bool) -> Generator:
+    def _partition(self, job: PartitionJob, tag: Tag, math: bool) -> Generator:
         name = job.step.delegate.name
         yield from self._boundary_convert(job, tag, f"{name} input conversion")
         moved_in = sum(b for _, b in job.inputs)
@@ -253,7 +253,7 @@ class Executor:
         yield from self._boundary_convert(job, tag, f"{name} output conversion")
 
 
-def _moved(job: _PartitionJob, soc: SoC) -> _PartitionJob:
+def _moved(job: PartitionJob, soc: SoC) -> PartitionJob:
     """A partition's job on another phone's units of the same names and layouts."""
     def same(unit: Unit) -> Unit:
         new = soc.unit(unit.name)
@@ -297,6 +297,17 @@ def _unit_for(step: DelegateStep, soc: SoC) -> str:
     raise DelegateError(f"{step.delegate.name} runs on a {kind} unit, which {soc.profile.name} does not have")
 
 
+@dataclass(frozen=True)
+class AllocatedTensors:
+    """What the Interpreter's allocate_tensors hands its simulation: the tensor shapes, the ops
+    folded into constants, how to run one CPU op's math, and the tensor values the steps share."""
+
+    shapes: Sequence[tuple[int, ...]]
+    folded: frozenset[int]
+    run_cpu: Callable[[int], object]
+    values: list
+
+
 class Simulation:
     """An Interpreter's simulated phone: the delegation, the SoC and the executor over them.
 
@@ -314,14 +325,17 @@ class Simulation:
 
     def allocate(self, shapes, folded: frozenset[int], run_cpu, values) -> None:
         """(Re)build the jobs for the current shapes; pay delegate init once, at the first allocation."""
-        self._allocation = (shapes, folded, run_cpu, values)
-        self.executor = Executor(self.graph, self.delegation.plan, self.soc, shapes, self.threads, folded,
-                                 run_cpu, values)
+        self._allocation = AllocatedTensors(shapes, folded, run_cpu, values)
+        self.executor = self._executor(self.delegation.plan)
         self.executor.nonfinite = self.nonfinite
         if not self.initialized:
             self.initialized = True
             self.soc.env.process(self.executor.initialize(Tag(self.stream, -1)))
             self.soc.env.run()
+
+    def _executor(self, plan: Plan) -> "Executor":
+        a = self._allocation
+        return Executor(self.graph, plan, self.soc, a.shapes, self.threads, a.folded, a.run_cpu, a.values)
 
     def inference_process(self) -> Generator:
         """One inference as a SimPy process body; records its span in the trace."""
@@ -344,7 +358,7 @@ class Simulation:
         go back to the CPU plan, and run the inference again there on the inputs as they were set."""
         from runtime.interpreter.delegation import apply_delegates
 
-        values = self._allocation[3]
+        values = self._allocation.values
         saved = {t: None if values[t] is None else values[t].copy()  # a failing delegate may write over them
                  for t in self.graph.inputs}
         try:
@@ -361,8 +375,7 @@ class Simulation:
                            for r in self.delegation.per_delegate)
             self.delegation = type(cpu)(cpu.plan, log, failed, restored=True)
             _LOG.warning(log[-1])
-            self.executor = Executor(self.graph, cpu.plan, self.soc, self._allocation[0], self.threads,
-                                     *self._allocation[1:])
+            self.executor = self._executor(cpu.plan)
             self.executor.nonfinite = self.nonfinite
             return self.invoke()
 

@@ -15,7 +15,7 @@ from runtime.ir.graph import Graph, printable
 from runtime.ops.opcheck_control import calls, reachable
 from runtime.ir.options import options_or_default
 from runtime.ir.optypes import OpType
-from runtime.ops.validate import validate_graph
+from runtime.ops.validate import ModelChecks
 
 __all__ = ["ModelState", "WHILE_LIMIT"]
 
@@ -30,12 +30,13 @@ WHILE_LIMIT = 1_000_000
 class ModelState:
     """One interpreter's view of the model beyond subgraph 0.
 
+    `checks`: the model's op checks, made once as the interpreter's plan is built;
     `build(graph, state)` makes a subgraph's plan (the interpreter's own, kernels from select_kernel);
     `run_steps(plan, values, graph, check, guard, precheck)` walks a plan as the interpreter walks
     subgraph 0's; `room()` is what the memory limit leaves after the main graph's plan."""
 
-    def __init__(self, model: Graph, build: Callable[[Graph, "ModelState"], list], run_steps: Callable,
-                 room: Callable[[], int], while_limit: int | None = None):
+    def __init__(self, model: Graph, checks: ModelChecks, build: Callable[[Graph, "ModelState"], list],
+                 run_steps: Callable, room: Callable[[], int], while_limit: int | None = None):
         self.model, self._run_steps, self._room = model, run_steps, room
         self.while_limit = WHILE_LIMIT if while_limit is None else _limit(while_limit)
         self._ids: dict[tuple[str, str], int] = {}
@@ -47,8 +48,6 @@ class ModelState:
         self._spent = 0                   # WHILE iterations under the current op of the main graph
         # The subgraphs the main graph may run; the others (other signatures) get no plan.
         runs = reachable(model)[1:]
-        if not all(opcheck.is_checked(model.subgraph(k)) for k in runs):  # built in code, never validated
-            validate_graph(model)
         count = len(model.subgraphs) + 1
         self._plans: list = [None] * count
         self._checked: list = [None] * count
@@ -56,7 +55,7 @@ class ModelState:
         for k in runs:
             sub = model.subgraph(k)
             self._plans[k] = _named(model, k, lambda: build(sub, self))
-            self._checked[k] = opcheck.checked(sub, model=model)
+            self._checked[k] = checks.of(k)
         self._need = sum(memory.plan_need(model.subgraph(k), self._checked[k].shapes).total for k in runs)
         self._name_resources()
 

@@ -1,8 +1,6 @@
-"""The Interpreter's execution machinery: its plan of kernels, the step loop, and the checks made as ops run."""
+"""The Interpreter's plan of kernels (walked by runtime/ops/steps.py's step loop) and the checks made as ops run."""
 
 from __future__ import annotations
-
-import contextlib
 
 import numpy as np
 
@@ -14,13 +12,13 @@ from runtime.interpreter.model_state import ModelState
 from runtime.ops.opcheck_seq import svdf_int16_tensors
 from runtime.ops import Node, select_kernel
 from runtime.ops.control import STATEFUL
-from runtime.ops.validate import validate_graph
+from runtime.ops.steps import PlanStep, named
 
-__all__ = ["build_plan", "split_constant", "run_steps", "precheck", "named", "validated", "delegated_ops"]
+__all__ = ["build_plan", "split_constant", "precheck", "delegated_ops"]
 
 
 def build_plan(graph: Graph, timing_only: bool = False,
-               state: ModelState | None = None) -> tuple[list, tuple[int, ...]]:
+               state: ModelState | None = None) -> tuple[list[PlanStep], tuple[int, ...]]:
     """The kernel of every op, and the ops that have none. Timing-only, an op without a kernel
     is costed from its shapes and bytes like any other (a latency question needs no math)
     and stands in with zeros of its declared outputs; otherwise it is refused by name."""
@@ -36,7 +34,7 @@ def build_plan(graph: Graph, timing_only: bool = False,
                                  f"its shapes)")
             kernel = _declared_zeros
             estimated.append(i)
-        plan.append((kernel, Node(i, op, graph, model_state=state), op.inputs, op.outputs))
+        plan.append(PlanStep(kernel, Node(i, op, graph, model_state=state), op.inputs, op.outputs))
     return plan, tuple(estimated)
 
 
@@ -67,62 +65,24 @@ def _declared_zeros(node: Node, *_inputs):
     return outs if len(outs) != 1 else outs[0]
 
 
-def split_constant(graph: Graph, plan: list) -> tuple[list, list]:
+def split_constant(graph: Graph, plan: list[PlanStep]) -> tuple[list[PlanStep], list[PlanStep]]:
     """Ops that read only constants (DEQUANTIZE of fp16 weights, above all) run once when tensors
     are allocated, as TFLite computes and persists them in Prepare; the rest run every invoke.
     Random draws are never folded: LiteRT draws new numbers on each invoke; nor are control flow
     and resource variables."""
-    from runtime.ops.misc_kernels import DRAWS_RANDOM
+    from runtime.ops.registry_misc import DRAWS_RANDOM
 
     known = {t for t, tensor in enumerate(graph.tensors) if tensor.is_constant and not tensor.is_variable}
     folded, live = [], []
     for step in plan:
-        ins = [t for t in step[2] if t >= 0]
+        ins = [t for t in step.inputs if t >= 0]
         # Control flow and variables act beyond their outputs: they too run at every invoke.
-        if ins and all(t in known for t in ins) and step[1].op.type not in DRAWS_RANDOM | STATEFUL:
+        if ins and all(t in known for t in ins) and step.node.op.type not in DRAWS_RANDOM | STATEFUL:
             folded.append(step)
-            known.update(step[3])
+            known.update(step.outputs)
         else:
             live.append(step)
     return folded, live
-
-
-def run_steps(plan, values: list, graph: Graph, check: bool, guard, precheck) -> None:
-    """Walk plan steps over one subgraph's tensor values: the main graph's, or one a control-flow
-    op runs (runtime/interpreter/model_state.py). `check`: outputs must have their declared shapes; `guard`:
-    ops checked by `precheck(node, check)` right before they run."""
-    for kernel, node, ins, outs in plan:
-        if guard and node.index in guard:
-            precheck(node, check)
-        args = [values[t] if t >= 0 else None for t in ins]
-        while args and args[-1] is None:
-            args.pop()
-        try:
-            result = kernel(node, *args)
-        except ModelError as exc:
-            raise _prefixed(exc, graph) from None
-        except (ArithmeticError, LookupError, ValueError, TypeError, AttributeError) as exc:
-            raise _prefixed(node.fail(f"{type(exc).__name__}: {exc}"), graph) from exc
-        if not isinstance(result, tuple):
-            result = (result,)
-        if len(result) != len(outs):
-            raise _prefixed(node.fail(f"kernel produced {len(result)} outputs, the op declares {len(outs)}"), graph)
-        try:
-            for t, value in zip(outs, result):
-                values[t] = _conform(node, t, np.asarray(value), check)
-        except ModelError as exc:
-            raise _prefixed(exc, graph) from None
-
-
-def _conform(node: Node, t: int, value: np.ndarray, check_shape: bool) -> np.ndarray:
-    tensor = node.graph.tensors[t]
-    if value.dtype != tensor.dtype.np:
-        raise node.fail(f"kernel produced {value.dtype} for {node.graph.describe_tensor(t)} "
-                        f"declared {tensor.dtype.name}")
-    if check_shape and value.shape != tensor.shape and not tensor.is_dynamic:
-        raise node.fail(f"kernel produced shape {list(value.shape)} for {node.graph.describe_tensor(t)} "
-                        f"declared {list(tensor.shape)}")
-    return value
 
 
 def precheck(graph: Graph, values: list, shapes: list, need: memory.Need, limit: int, node: Node,
@@ -142,8 +102,8 @@ def precheck(graph: Graph, values: list, shapes: list, need: memory.Need, limit:
                                 f"but the op computes {list(shape)} from its inputs")
         grown = {t: s for t, s in zip(op.outputs, outs) if s is not None}
         scratch = sum(memory.op_scratch(graph, i, lambda t: grown[t] if t in grown else shape_of(t)))
-        before = sum(memory.tensor_bytes(shape_of(t), graph.tensors[t].dtype.np.itemsize) for t in grown)
-        after = sum(memory.tensor_bytes(s, graph.tensors[t].dtype.np.itemsize) for t, s in grown.items())
+        before = sum(memory.array_bytes(shape_of(t), graph.tensors[t].dtype.np.itemsize) for t in grown)
+        after = sum(memory.array_bytes(s, graph.tensors[t].dtype.np.itemsize) for t, s in grown.items())
         total = need.total - before + after + scratch
         if total > limit:
             raise node.fail(f"its outputs {[list(s) for s in grown.values()]} and scratch would bring the "
@@ -151,32 +111,6 @@ def precheck(graph: Graph, values: list, shapes: list, need: memory.Need, limit:
                             f"{memory.format_bytes(limit)}")
 
 
-@contextlib.contextmanager
-def named(graph: Graph):
-    """Re-raise a ModelError raised inside the block with the model's file in front."""
-    try:
-        yield
-    except ModelError as exc:
-        labelled = _prefixed(exc, graph)
-        if labelled is exc:
-            raise
-        raise labelled from None
-
-
-def _prefixed(exc: ModelError, graph: Graph) -> ModelError:
-    """The error naming the model's file first, as the reader's errors do."""
-    label = graph.label
-    text = str(exc)
-    return exc if text.startswith(f"{label}:") else ModelError(f"{label}: {text}")
-
-
-def validated(graph: Graph) -> "opcheck.Checked":
-    """The op checks' findings; a graph not read from a file (nor validated) is validated first."""
-    if not opcheck.is_checked(graph):
-        validate_graph(graph)
-    return opcheck.checked(graph)
-
-
-def delegated_ops(sim) -> list[int]:
+def delegated_ops(simulation) -> list[int]:
     """Op indices the simulation's delegates run (their tensors are held again by the delegate)."""
-    return [] if sim is None else sim.delegation.delegated_ops()
+    return [] if simulation is None else simulation.delegation.delegated_ops()

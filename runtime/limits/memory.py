@@ -17,7 +17,7 @@ from runtime.ir.optypes import OpType
 from runtime.ir.options import Padding, options_or_default
 
 __all__ = ["ENV_VAR", "Need", "default_limit", "limit_scope", "resolve_limit", "format_bytes", "plan_need",
-           "check_need", "op_scratch", "tensor_bytes"]
+           "check_need", "op_scratch", "array_bytes"]
 
 ENV_VAR = "DTB_MEMORY_LIMIT_MB"
 _FALLBACK = 4 << 30  # where the machine does not say how much memory it has
@@ -82,7 +82,7 @@ def format_bytes(n: int) -> str:
     return f"{n} bytes"
 
 
-def tensor_bytes(shape: Shape, itemsize: int) -> int:
+def array_bytes(shape: Shape, itemsize: int) -> int:
     return math.prod(shape) * itemsize
 
 
@@ -122,7 +122,7 @@ def plan_need(graph: Graph, shapes: Sequence[Shape], delegated: Iterable[int] = 
             n = tensor.data.nbytes * (2 if tensor.is_variable else 1)  # a variable is copied to reset it
             constants += n
         else:
-            n = tensor_bytes(shapes[t], item)
+            n = array_bytes(shapes[t], item)
             activations += n
         if n > largest_bytes:
             largest, largest_bytes = (f"{graph.describe_tensor(t)} {list(shapes[t])} {tensor.dtype.name}"), n

@@ -16,8 +16,8 @@ from typing import Mapping, Sequence
 from runtime.measure.libstdcxx import cxx_sort, unordered_set_order
 
 __all__ = ["ALIGNMENT", "NEVER", "ARENA", "PERSISTENT", "OUTSIDE", "INPUT0_SHARED", "DATA_UNMODIFIED",
-           "Node", "Lifetime", "ArenaPlan", "shared_tensors", "lifetimes", "allocation_order", "best_fit",
-           "place", "assign", "plan_arena", "arena_size", "live_bytes"]
+           "PlannerNode", "Allocation", "Lifetime", "ArenaPlan", "shared_tensors", "lifetimes", "allocation_order",
+           "best_fit", "place", "assign", "plan_arena", "arena_size", "live_bytes"]
 
 ALIGNMENT = 64             # kDefaultTensorAlignment and kDefaultArenaAlignment: TFLite's defaults
 NEVER = 2**31 - 1          # kNodeNotAssigned: never allocated, or never freed
@@ -35,7 +35,7 @@ INPUT0_SHARED = 4          # kTfLiteInplaceOpInput0Shared; input k is INPUT0_SHA
 
 
 @dataclass(frozen=True)
-class Node:
+class PlannerNode:
     """One node of the execution plan as the planner sees it (-1: an optional input left out)."""
 
     inputs: tuple[int, ...]
@@ -76,7 +76,7 @@ def _root(shared: Mapping[int, int], t: int) -> int:
     return shared.get(t, t)
 
 
-def _input_refcounts(nodes: Sequence[Node], n: int, pinned: Sequence[int]) -> list[int]:
+def _input_refcounts(nodes: Sequence[PlannerNode], n: int, pinned: Sequence[int]) -> list[int]:
     """ArenaPlanner::refcounts_: one per pinned tensor (graph outputs, variables, inputs), one per use."""
     counts = [0] * n
     for t in pinned:
@@ -97,7 +97,7 @@ def _can_share(t_in: int, t_out: int, changed: bool, sizes, kinds, counts, input
     return kinds[t_in] == kinds[t_out] or kinds[t_in] == ARENA
 
 
-def shared_tensors(nodes: Sequence[Node], sizes: Sequence[int], kinds: Sequence[str], inputs: Sequence[int],
+def shared_tensors(nodes: Sequence[PlannerNode], sizes: Sequence[int], kinds: Sequence[str], inputs: Sequence[int],
                    outputs: Sequence[int], counts: Sequence[int]) -> dict[int, int]:
     """ArenaPlanner::IdentifyInPlaceTensors: a node's first output that may take an input's buffer
     (the input's last use, same bytes) -> the tensor that owns the bytes."""
@@ -120,7 +120,7 @@ def shared_tensors(nodes: Sequence[Node], sizes: Sequence[int], kinds: Sequence[
     return shared
 
 
-def lifetimes(nodes: Sequence[Node], sizes: Sequence[int], kinds: Sequence[str], inputs: Sequence[int],
+def lifetimes(nodes: Sequence[PlannerNode], sizes: Sequence[int], kinds: Sequence[str], inputs: Sequence[int],
               outputs: Sequence[int], variables: Sequence[int] = ()) -> tuple[dict[int, Lifetime], dict[int, int]]:
     """ArenaPlanner::PlanAllocations and the temporaries of ExecuteAllocations: each planned tensor's
     first node (its producer; 0 for graph inputs and variables) and last (its last consumer; never
@@ -182,41 +182,51 @@ def _align(offset: int, alignment: int) -> int:
     return -(-offset // alignment) * alignment
 
 
-def best_fit(active: Sequence[tuple[int, int, int, int]], size: int, first: int, last: int,
+@dataclass(frozen=True)
+class Allocation:
+    """One tensor placed in an arena: its offset and bytes, and the nodes it is alive over."""
+
+    offset: int
+    size: int
+    first: int
+    last: int
+
+
+def best_fit(active: Sequence[Allocation], size: int, first: int, last: int,
              alignment: int = ALIGNMENT) -> int:
-    """SimpleMemoryArena::Allocate's offset: among the gaps between the allocations (offset, size,
-    first, last; ordered by offset) whose lifetimes overlap [first, last], the tightest that holds
+    """SimpleMemoryArena::Allocate's offset: among the gaps between the `active` allocations (ordered
+    by offset) whose lifetimes overlap [first, last], the tightest that holds
     `size` bytes at an aligned offset; else the aligned end of the last of them. As in TFLite, a
     gap's tightness is measured from the unaligned end of the allocation before it."""
     best, best_fit_ = None, None
     current = 0
-    for offset, used, a_first, a_last in active:
-        if a_last < first or a_first > last:
+    for a in active:
+        if a.last < first or a.first > last:
             continue
         aligned = _align(current, alignment)
-        if aligned + size <= offset and (best_fit_ is None or offset - aligned < best_fit_):
-            best, best_fit_ = aligned, offset - current
-        current = max(current, offset + used)
+        if aligned + size <= a.offset and (best_fit_ is None or a.offset - aligned < best_fit_):
+            best, best_fit_ = aligned, a.offset - current
+        current = max(current, a.offset + a.size)
         if best_fit_ == 0:
             break
     return best if best is not None else _align(current, alignment)
 
 
-def place(life: Lifetime, active: list, alignment: int = ALIGNMENT, keep: bool = False) -> int:
-    """SimpleMemoryArena::Allocate: the offset of `life` among the `active` allocations (offset,
-    size, first, last; kept ordered by offset, and the new one added). `keep`: the persistent arena,
+def place(life: Lifetime, active: list[Allocation], alignment: int = ALIGNMENT, keep: bool = False) -> int:
+    """SimpleMemoryArena::Allocate: the offset of `life` among the `active` allocations (kept
+    ordered by offset, and the new one added). `keep`: the persistent arena,
     where nothing is ever freed."""
     if life.size == 0:
         return 0
     last = NEVER if keep else life.last
     at = best_fit(active, life.size, life.first, last, alignment)
-    active.insert(bisect.bisect_right([a[0] for a in active], at), (at, life.size, life.first, last))
+    active.insert(bisect.bisect_right([a.offset for a in active], at), Allocation(at, life.size, life.first, last))
     return at
 
 
 def assign(lives: Sequence[Lifetime], alignment: int = ALIGNMENT) -> dict[int, int]:
     """Offsets of tensors in one arena, placed in TFLite's order (ExecuteAllocations over one range)."""
-    active: list = []
+    active: list[Allocation] = []
     return {life.tensor: place(life, active, alignment) for life in allocation_order(lives)}
 
 
@@ -225,7 +235,7 @@ def arena_size(offsets: Mapping[int, int], lives: Mapping[int, Lifetime]) -> int
     return max((offsets[t] + lives[t].size for t in offsets if lives[t].size), default=0)
 
 
-def _gathered(nodes: Sequence[Node], k: int, inputs: Sequence[int], variables: Sequence[int]) -> list[int]:
+def _gathered(nodes: Sequence[PlannerNode], k: int, inputs: Sequence[int], variables: Sequence[int]) -> list[int]:
     """ArenaPlanner::nodes_to_tensors_[k], an unordered_set filled with the graph's variables and
     inputs (node 0 only), node k's outputs, then its temporaries, in its iteration order."""
     first = (*variables, *inputs) if k == 0 else ()
@@ -233,7 +243,7 @@ def _gathered(nodes: Sequence[Node], k: int, inputs: Sequence[int], variables: S
     return unordered_set_order(t for t in (*first, *own) if t >= 0)
 
 
-def plan_arena(nodes: Sequence[Node], sizes: Sequence[int], kinds: Sequence[str], inputs: Sequence[int],
+def plan_arena(nodes: Sequence[PlannerNode], sizes: Sequence[int], kinds: Sequence[str], inputs: Sequence[int],
                outputs: Sequence[int], variables: Sequence[int] = (), segments: Sequence[int] = (),
                alignment: int = ALIGNMENT) -> ArenaPlan:
     """The whole plan. `segments`: the node indices after which TFLite stops preparing (a node
@@ -245,8 +255,8 @@ def plan_arena(nodes: Sequence[Node], sizes: Sequence[int], kinds: Sequence[str]
     ends = sorted({s for s in segments if 0 <= s < len(nodes) - 1}) + [max(len(nodes) - 1, 0)]
     offsets: dict[int, int] = {}
     persistent: dict[int, int] = {}
-    active: list = []
-    held: list = []
+    active: list[Allocation] = []
+    held: list[Allocation] = []
     start = 0
     for end in ends:
         batch = [lives[t] for k in range(start, end + 1) for t in _gathered(nodes, k, inputs, variables)

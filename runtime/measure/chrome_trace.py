@@ -53,8 +53,9 @@ def chrome_trace(soc, label: str = "", pid: int = 1) -> dict[str, Any]:
     events += [{"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": lane}}
                for lane, tid in lanes.items()]
     events += [_slice(iv, pid, lanes[iv.lane]) for iv in intervals]
-    events += [{"name": f"inference {k}", "cat": "inference", "ph": "X", "ts": s * _US, "dur": (e - s) * _US,
-                "pid": pid, "tid": 0, "args": {"stream": stream}} for stream, k, s, e in soc.trace.inferences]
+    events += [{"name": f"inference {span.k}", "cat": "inference", "ph": "X", "ts": span.start * _US,
+                "dur": (span.end - span.start) * _US, "pid": pid, "tid": 0, "args": {"stream": span.stream}}
+               for span in soc.trace.inferences]
     events += _counters(intervals, soc.rails, pid, soc.profile.dram.energy_per_byte)
     events += _monitor_counters(getattr(soc, "monitor", None), pid)
     return {"traceEvents": events, "displayTimeUnit": "ms"}

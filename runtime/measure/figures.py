@@ -9,10 +9,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from sim.power import power_steps
-from sim.trace import Interval, Kind
+from sim.trace import Interval, Kind, Span
 
 __all__ = ["LatencyStats", "Boundary", "RailEnergy", "OpTime", "Measurement", "latency_stats", "measure",
-           "output_diff"]
+           "output_diff", "OutputDiff"]
 
 
 @dataclass(frozen=True)
@@ -117,16 +117,16 @@ def per_op_times(intervals: list[Interval]) -> tuple[OpTime, ...]:
                  for (node, lane), per_run in runs.items())
 
 
-def measure(soc, spans: Sequence[tuple[int, int, float, float]], warmup: int,
+def measure(soc, spans: Sequence[Span], warmup: int,
             footprint: dict[str, int] | None = None, memory: Any = None) -> Measurement:
-    """Measure the inferences `spans` (stream, k, start, end) recorded on `soc`'s trace; `memory`
+    """Measure the inferences `spans` recorded on `soc`'s trace; `memory`
     (a runtime.measure.footprint.MemoryRecord) gives each per-op row its bytes."""
-    ordered = sorted(spans, key=lambda s: (s[1], s[0]))
-    stats = latency_stats([end - start for _, _, start, end in ordered], warmup)
-    steady = [s for s in ordered if s[1] >= warmup] or ordered[-1:]
-    t0, t1 = min(s[2] for s in steady), max(s[3] for s in steady)
+    ordered = sorted(spans, key=lambda s: (s.k, s.stream))
+    stats = latency_stats([s.end - s.start for s in ordered], warmup)
+    steady = [s for s in ordered if s.k >= warmup] or ordered[-1:]
+    t0, t1 = min(s.start for s in steady), max(s.end for s in steady)
     n = len(steady)
-    keys = {(s[0], s[1]) for s in steady}
+    keys = {(s.stream, s.k) for s in steady}
     intervals = soc.trace.intervals
     steady_ivs = [iv for iv in intervals if (iv.stream, iv.inference) in keys]
     init = [iv for iv in intervals if iv.inference < 0]
@@ -155,7 +155,16 @@ def _active_energy(intervals: list[Interval], joules_per_byte: float) -> dict[st
     return out
 
 
-def output_diff(reference: np.ndarray, test: np.ndarray) -> tuple[float, float, float]:
+@dataclass(frozen=True)
+class OutputDiff:
     """inference_diff's figures for one output: mean absolute difference, its std dev, and the max."""
+
+    mean: float
+    std: float
+    max: float
+
+
+def output_diff(reference: np.ndarray, test: np.ndarray) -> OutputDiff:
+    """The absolute differences between two values of one output, summed up as inference_diff does."""
     d = np.abs(np.asarray(reference, np.float64) - np.asarray(test, np.float64))
-    return (float(d.mean()), float(d.std()), float(d.max())) if d.size else (0.0, 0.0, 0.0)
+    return OutputDiff(float(d.mean()), float(d.std()), float(d.max())) if d.size else OutputDiff(0.0, 0.0, 0.0)

@@ -9,6 +9,7 @@ from typing import Mapping, Sequence
 
 from runtime.measure import arena
 from runtime.interpreter.delegation import CpuStep
+from runtime.interpreter.executor import PartitionJob
 from runtime.ir.graph import Graph
 from runtime.ir.optypes import OpType
 from runtime.ops.dynamic import computed_in_prepare, dynamic_outputs
@@ -36,7 +37,7 @@ class CpuArena:
     """The planner's view of one execution plan: its nodes (one per plan step), every tensor's bytes
     and allocation type (the model's tensors, then the kernels' temporaries), and the plan."""
 
-    nodes: tuple[arena.Node, ...]
+    nodes: tuple[arena.PlannerNode, ...]
     sizes: tuple[int, ...]
     kinds: tuple[str, ...]
     plan: arena.ArenaPlan
@@ -123,12 +124,13 @@ def cpu_arena(graph: Graph, steps: Sequence, shapes: Sequence[Sequence[int]]) ->
                     sum(sizes[t] for t in folded if kinds[t] == arena.OUTSIDE))
 
 
-def _node(graph: Graph, step, temps: Mapping[int, list[int]]) -> arena.Node:
+def _node(graph: Graph, step, temps: Mapping[int, list[int]]) -> arena.PlannerNode:
     if isinstance(step, CpuStep):
         op = graph.ops[step.op]
-        return arena.Node(tuple(op.inputs), tuple(op.outputs), tuple(temps.get(step.op, ())), INPLACE.get(op.type, 0))
+        return arena.PlannerNode(tuple(op.inputs), tuple(op.outputs), tuple(temps.get(step.op, ())),
+                                 INPLACE.get(op.type, 0))
     part = step.partition
-    return arena.Node(tuple(part.inputs), tuple(part.outputs))
+    return arena.PlannerNode(tuple(part.inputs), tuple(part.outputs))
 
 
 def graph_arena(graph: Graph, shapes: Sequence[Sequence[int]] | None = None) -> CpuArena:
@@ -194,18 +196,18 @@ def node_key(graph: Graph, step) -> str:
     return f"{graph.ops[step.op].name}:{step.op}" if isinstance(step, CpuStep) else step.delegate.name
 
 
-def memory_record(sim, footprint: Mapping[str, int]) -> MemoryRecord:
+def memory_record(simulation, footprint: Mapping[str, int]) -> MemoryRecord:
     """The phone's memory for a simulation: `footprint` is runtime.measure.record.unit_footprint(sim), whose
     accelerator entries are the delegates' buffers (their partitions' tensors as each unit stores them)."""
-    graph, plan = sim.graph, sim.delegation.plan
-    cpu = cpu_arena(graph, plan, sim.executor.shapes)
+    graph, plan = simulation.graph, simulation.delegation.plan
+    cpu = cpu_arena(graph, plan, simulation.executor.shapes)
     weights = sum(x.data.nbytes for x in graph.tensors if x.is_constant and not x.is_variable)
-    delegates = {unit: n for unit, n in footprint.items() if unit != sim.soc.cpu.name}
+    delegates = {unit: n for unit, n in footprint.items() if unit != simulation.soc.cpu.name}
     nodes: dict[str, int] = {}
     for step, n in zip(plan, node_memory(cpu)):
         nodes[node_key(graph, step)] = nodes.get(node_key(graph, step), 0) + n
     return MemoryRecord(weights, cpu.plan.size, cpu.init_size(), cpu.plan.persistent_size, cpu.prepared_bytes,
-                        cpu.dynamic_bytes, delegates, nodes, on_chip_weights(sim.executor))
+                        cpu.dynamic_bytes, delegates, nodes, on_chip_weights(simulation.executor))
 
 
 def on_chip_weights(executor) -> dict[str, tuple[int, int]]:
@@ -214,7 +216,7 @@ def on_chip_weights(executor) -> dict[str, tuple[int, int]]:
     cost model charges them (sim/mechanisms.sram_resident)."""
     out: dict[str, tuple[int, int]] = {}
     for job in executor.jobs:
-        for op in getattr(job, "ops", ()) if hasattr(job, "step") else ():
+        for op in job.ops if isinstance(job, PartitionJob) else ():
             unit = op.unit or job.unit
             sram, w = unit.spec.sram_bytes, op.work
             if sram <= 0:

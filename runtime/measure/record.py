@@ -12,23 +12,25 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from runtime.interpreter.delegation import CpuStep
+from runtime.interpreter.executor import PartitionJob
 from runtime.ir.graph import Graph
 from runtime.measure.figures import output_diff
 from runtime.report.status import delegates_status
+from runtime.scenario.spec import DelegateSpec
 from sim.work import footprint, tensor_bytes
 
 __all__ = ["record_fields", "unit_footprint", "strict_json", "nonfinite_records", "status_fields"]
 
 
-def unit_footprint(sim) -> dict[str, int]:
+def unit_footprint(simulation) -> dict[str, int]:
     """Bytes each unit holds: the CPU the tensors of its ops, an accelerator its partitions' tensors
     as it stores them (padded channels, its precision)."""
-    graph, ex = sim.graph, sim.executor
+    graph, ex = simulation.graph, simulation.executor
     cpu = {t for step in ex.plan if isinstance(step, CpuStep)
            for t in (*graph.ops[step.op].inputs, *graph.ops[step.op].outputs) if t >= 0}
-    sizes = {sim.soc.cpu.name: sum(tensor_bytes(ex.shapes[t], graph.tensors[t].dtype) for t in cpu)}
+    sizes = {simulation.soc.cpu.name: sum(tensor_bytes(ex.shapes[t], graph.tensors[t].dtype) for t in cpu)}
     for job in ex.jobs:
-        if hasattr(job, "step") and job.ops:   # a delegated partition
+        if isinstance(job, PartitionJob) and job.ops:   # a delegated partition
             sizes[job.unit.name] = sizes.get(job.unit.name, 0) + footprint(
                 graph, job.step.partition.nodes, ex.shapes, job.ops[0].work.precision, job.unit.channel_align)
     return sizes
@@ -59,9 +61,9 @@ def diffs(graph: Graph, reference: list[dict], test: list[dict]) -> list[dict]:
     for t in graph.outputs:
         with np.errstate(invalid="ignore", over="ignore"):
             per_run = [output_diff(r[t], s[t]) for r, s in zip(reference, test)]
-            avg = [p[0] for p in per_run]
+            avg = [p.mean for p in per_run]
             row = {"output": graph.tensors[t].name, "avg_error": float(np.mean(avg)),
-                   "std_dev": float(np.std(avg)), "max": float(max(p[2] for p in per_run))}
+                   "std_dev": float(np.std(avg)), "max": float(max(p.max for p in per_run))}
         rows.append({k: _finite(v) for k, v in row.items()})
     return rows
 
@@ -127,7 +129,7 @@ def plain_value(value: Any) -> Any:
     """Matrix values as JSON has them (delegate specs as their kinds)."""
     if isinstance(value, (list, tuple)):
         return [plain_value(v) for v in value]
-    if hasattr(value, "kind"):
+    if isinstance(value, DelegateSpec):
         return value.kind
     if isinstance(value, Mapping):
         return {k: plain_value(v) for k, v in value.items()}

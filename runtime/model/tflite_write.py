@@ -207,7 +207,8 @@ class _Writer:
             if adder is not None:
                 adder(self.b, vectors[k] if k in vectors else _scalar(v))
         # A table of the second union is returned with its code negated.
-        union = getattr(_UNION, name) if hasattr(_UNION, name) else -getattr(_UNION2, name)
+        code = getattr(_UNION, name, None)
+        union = code if code is not None else -getattr(_UNION2, name)
         return union, getattr(mod, f"{name}End")(self.b)
 
     def _signature(self, sig) -> int:

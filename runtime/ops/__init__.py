@@ -201,12 +201,12 @@ HYBRID_KERNELS: dict[OpType, Kernel] = {
     OpType.UNIDIRECTIONAL_SEQUENCE_LSTM: hybrid_lstm.unidirectional_sequence_lstm,
 }
 
-# Recurrent, SVDF, 3-D convolution, sparse embedding and StableHLO-era kernels (runtime/ops/seq_kernels.py).
-from runtime.ops import seq_kernels as _seq  # noqa: E402
+# Recurrent, SVDF, 3-D convolution, sparse embedding and StableHLO-era kernels (runtime/ops/registry_seq.py).
+from runtime.ops import registry_seq as _seq  # noqa: E402
 KERNELS.update(_seq.KERNELS); HYBRID_KERNELS.update(_seq.HYBRID_KERNELS); QUANT_KERNELS.update(_seq.QUANT_KERNELS)  # noqa: E702
 DTYPE_AGNOSTIC = DTYPE_AGNOSTIC | _seq.DTYPE_AGNOSTIC
-# Complex-number, bit-cast, random and StableHLO gather/scatter/window kernels (runtime/ops/misc_kernels.py).
-from runtime.ops import misc_kernels as _misc  # noqa: E402
+# Complex-number, bit-cast, random and StableHLO gather/scatter/window kernels (runtime/ops/registry_misc.py).
+from runtime.ops import registry_misc as _misc  # noqa: E402
 KERNELS.update(_misc.KERNELS); DTYPE_AGNOSTIC = DTYPE_AGNOSTIC | _misc.DTYPE_AGNOSTIC  # noqa: E702
 # Control flow and resource variables (runtime/ops/control.py).
 from runtime.ops import control as _control  # noqa: E402

@@ -2,8 +2,9 @@
 
 The quantizers calibrate with it (runtime/zoo/quantize_int8.py): they take only straight-line float
 graphs, so they need no delegates, no simulation, no control flow and no resource variables, all
-of which live with the interpreter a floor above. It picks kernels and folds nothing differently
-from the interpreter, so a calibration sees the very activations `Interpreter.invoke` computes.
+of which live with the interpreter a floor above. It picks kernels as the interpreter does and walks
+them with the interpreter's own step loop (runtime/ops/steps.py), so a calibration sees the very
+activations `Interpreter.invoke` computes.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from runtime.ir.errors import ModelError
 from runtime.ir.graph import Graph
 from runtime.ops import Node, select_kernel
 from runtime.ops.control import STATEFUL
-from runtime.ops.misc_kernels import DRAWS_RANDOM
+from runtime.ops.registry_misc import DRAWS_RANDOM
 from runtime.ops.parallel import set_num_threads
+from runtime.ops.steps import PlanStep, run_steps
 from runtime.ops.validate import validate_graph
 
 __all__ = ["evaluate"]
@@ -34,21 +36,15 @@ def evaluate(graph: Graph, samples: Iterator[Sequence[np.ndarray]]) -> Iterator[
         values: list = [t.data if t.is_constant else None for t in graph.tensors]
         for t, a in zip(graph.inputs, arrays):
             values[t] = np.asarray(a, graph.tensors[t].dtype.np)
-        for kernel, node in plan:
-            args = [values[t] if t >= 0 else None for t in node.op.inputs]
-            while args and args[-1] is None:
-                args.pop()
-            result = kernel(node, *args)
-            for t, value in zip(node.op.outputs, result if isinstance(result, tuple) else (result,)):
-                values[t] = np.asarray(value)
+        run_steps(plan, values, graph, check=True)
         yield values
 
 
-def _step(graph: Graph, i: int):
+def _step(graph: Graph, i: int) -> PlanStep:
     op = graph.ops[i]
     if op.type in STATEFUL or op.type in DRAWS_RANDOM:
         raise ModelError(f"{graph.describe_op(i)}: the plain evaluator runs straight-line graphs only")
     kernel = select_kernel(op, graph)
     if kernel is None:
         raise ModelError(f"{graph.describe_op(i)} is not supported by the testbed's reference kernels")
-    return kernel, Node(i, op, graph)
+    return PlanStep(kernel, Node(i, op, graph), op.inputs, op.outputs)

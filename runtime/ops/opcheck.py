@@ -3,7 +3,6 @@ relies on, and the output shapes it will produce (TFLite's Prepare, for the ops 
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Callable
 
@@ -28,7 +27,7 @@ from runtime.ops.opcheck_window import RULES as _WINDOW_RULES
 from runtime.ops.opcheck_misc import RULES as _MISC_RULES
 from runtime.ops.opcheck_control import RULES as _CONTROL_RULES, resource_allowed
 
-__all__ = ["Checked", "check_graph", "check_op", "check_options", "checked", "derived_constants", "out_size",
+__all__ = ["Checked", "check_graph", "check_op", "check_options", "derived_constants", "out_size",
            "pad_amounts", "pool_taps"]
 
 
@@ -212,18 +211,3 @@ def derived_constants(graph: Graph) -> set[int]:
         if ins and all(t in known for t in ins):
             known.update(op.outputs)
     return known
-
-
-_CACHE: "weakref.WeakKeyDictionary[Graph, Checked]" = weakref.WeakKeyDictionary()
-
-
-def is_checked(graph: Graph) -> bool:
-    return graph in _CACHE
-
-
-def checked(graph: Graph, model: Graph | None = None) -> Checked:
-    """check_graph(graph), computed once per graph object (`model`: as check_graph's)."""
-    found = _CACHE.get(graph)
-    if found is None:
-        found = _CACHE[graph] = check_graph(graph, model=model)
-    return found

@@ -1,5 +1,5 @@
 """Op checks (TFLite's Prepare, and what its Eval refuses) for the complex-number ops, BITCAST, the random
-draws and the StableHLO gather/scatter/window ops (runtime/ops/misc_kernels.py). Registered in
+draws and the StableHLO gather/scatter/window ops (runtime/ops/registry_misc.py). Registered in
 runtime/ops/opcheck.py's _RULES; every rule checks its own output types.
 
 Each rule gets the op under check (runtime.ops.opcheck_base.OpCheck) and returns its output shapes, None where

@@ -2,18 +2,42 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+from dataclasses import dataclass
 
 from runtime.ir.errors import ModelError
-from runtime.ir.graph import printable
-from runtime.ops.opcheck import checked
+from runtime.ir.graph import Graph, printable
+from runtime.ops import opcheck
+
+__all__ = ["ModelChecks", "check_model", "validate_graph", "MAX_RANK", "MAX_ELEMENTS"]
+
+
+@dataclass(frozen=True)
+class ModelChecks:
+    """The op checks' findings for the main graph and for each subgraph it may run (None for a
+    subgraph only another signature runs: it is prepared only when it runs)."""
+
+    main: opcheck.Checked
+    subgraphs: tuple[opcheck.Checked | None, ...]     # subgraph k at k - 1
+
+    def of(self, k: int) -> opcheck.Checked | None:
+        return self.main if k == 0 else self.subgraphs[k - 1]
+
+
+def check_model(graph: Graph) -> ModelChecks:
+    """Every check, once: the structure of each subgraph, the calls between them, and every op a
+    kernel runs (inputs, options, quantization, output shapes). ModelError names what is at fault.
+    An interpreter's plan is built on its findings; nothing keeps them elsewhere."""
+    _check_structure(graph)
+    subgraphs = _check_subgraphs(graph)
+    return ModelChecks(opcheck.check_graph(graph), subgraphs)
 
 
 def validate_graph(graph):
-    """Raise ModelError naming the op and tensor at fault; return the graph when sound."""
-    _check_structure(graph)
-    _check_subgraphs(graph)
-    checked(graph)  # every op a kernel runs: inputs, options, quantization, output shapes
+    """Raise ModelError naming the op and tensor at fault; return the graph when sound (the gate a
+    reader or builder passes its graph through)."""
+    check_model(graph)
     return graph
 
 
@@ -24,23 +48,34 @@ def _check_structure(graph) -> None:
     _check_dataflow(graph)
 
 
-def _check_subgraphs(graph) -> None:
+def _check_subgraphs(graph) -> tuple[opcheck.Checked | None, ...]:
     """The model's other subgraphs: the calls between them (indices in range, no recursion), each
     one as sound as the main graph, then the ops of those the main graph may run (they may look
-    into the subgraphs they call; other signatures' subgraphs are prepared only when they run)."""
+    into the subgraphs they call; other signatures' subgraphs are prepared only when they run).
+    Returns the op checks' findings per subgraph (None: one the main graph never runs)."""
     from runtime.ops.opcheck_control import check_calls, reachable
 
     check_calls(graph)
     runs = set(reachable(graph))
-    for step, which in ((_check_structure, range(1, len(graph.subgraphs) + 1)),
-                        (lambda sub: checked(sub, model=graph), sorted(runs - {0}))):
-        for k in which:
-            try:
-                if graph.subgraph(k).subgraphs:
-                    raise ModelError("holds subgraphs of its own; only the main graph may")
-                step(graph.subgraph(k))
-            except ModelError as exc:
-                raise ModelError(f"{graph.describe_subgraph(k)}: {exc}") from None
+    found: list[opcheck.Checked | None] = [None] * len(graph.subgraphs)
+    for k in range(1, len(graph.subgraphs) + 1):
+        with _naming(graph, k):
+            if graph.subgraph(k).subgraphs:
+                raise ModelError("holds subgraphs of its own; only the main graph may")
+            _check_structure(graph.subgraph(k))
+    for k in sorted(runs - {0}):
+        with _naming(graph, k):
+            found[k - 1] = opcheck.check_graph(graph.subgraph(k), model=graph)
+    return tuple(found)
+
+
+@contextlib.contextmanager
+def _naming(graph, k: int):
+    """A ModelError raised inside the block names subgraph k first."""
+    try:
+        yield
+    except ModelError as exc:
+        raise ModelError(f"{graph.describe_subgraph(k)}: {exc}") from None
 
 
 # TFLite's kernels handle up to 6 dimensions; NumPy stops at 64. Beyond this a shape is damage.

@@ -23,6 +23,7 @@ import simpy
 
 from runtime.sweep.cell import delegate_factory, build_model, cell_profile, make_inputs
 from runtime.interpreter.api import Interpreter
+from runtime.interpreter.executor import PartitionJob
 from runtime.ir.errors import ScenarioError
 from runtime.measure.figures import boundary_interval, per_op_times, latency_stats
 from runtime.measure.record import (delegate_records, stats_ms, plain_value, nonfinite_records, status_fields,
@@ -87,7 +88,7 @@ class _Stream:
 
     def run(self, t0: float, duration_s: float, tick: Callable[[], None]):
         """The SimPy process body: frames at the app's rate until duration_s; those in flight finish."""
-        env, sim, spec = self.soc.env, self.it.simulation, self.spec
+        env, simulation, spec = self.soc.env, self.it.simulation, self.spec
         period, n = 1.0 / spec.rate_hz, spec.frames(duration_s)
         self.arrived, k = n, 0
         while k < n:
@@ -98,7 +99,7 @@ class _Stream:
                 for t, x in make_inputs(self.graph, InputSpec(seed=self.k), k).items():
                     self.it.set_tensor(t, x)
             start = env.now
-            yield from sim.inference_process()
+            yield from simulation.inference_process()
             end = env.now
             self.frames.append((k, at, start, end))
             tick()
@@ -112,7 +113,7 @@ class _Stream:
         """The units its work ran on: each delegated partition's, and the CPU's when any op stayed there."""
         names = set()
         for job in self.it.simulation.executor.jobs:
-            if hasattr(job, "step"):      # a delegated partition, and the other units its nodes run on
+            if isinstance(job, PartitionJob):      # a delegated partition, and the other units its nodes run on
                 names |= {job.unit.name, *(op.unit.name for op in job.ops if op.unit is not None)}
             elif job is not None:         # an op on the CPU (None: a constant folded at allocation)
                 names.add(self.soc.cpu.name)
@@ -204,7 +205,7 @@ def _sustained(sc, frames: list[tuple[int, float, float, float]], t0: float) -> 
 
 def _record(sc, profile, s: _Stream, ledger: Ledger, run: dict, heat: dict | None, n: int,
             t0: float) -> dict[str, Any]:
-    sim, spec = s.it.simulation, s.spec
+    simulation, spec = s.it.simulation, s.spec
     period = 1.0 / spec.rate_hz
     done = max(1, len(s.frames))
     latency = latency_stats([end - at for _, at, _, end in s.frames], 0)
@@ -215,7 +216,7 @@ def _record(sc, profile, s: _Stream, ledger: Ledger, run: dict, heat: dict | Non
     edge = ledger.boundary[s.k] if s.k in ledger.boundary else [0.0, 0.0, 0, 0]
     init = [iv for iv in s.soc.trace.intervals if iv.stream == s.k and iv.inference < 0]
     span = run["simulated_s"]
-    delegates = delegate_records(sim.delegation, [d.kind for d in spec.delegates])
+    delegates = delegate_records(simulation.delegation, [d.kind for d in spec.delegates])
     return {
         "scenario": sc.name, "label": f"{sc.label} app={spec.name}", "cell": {k: plain_value(v) for k, v in sc.cell},
         "device": profile.name,
@@ -223,9 +224,9 @@ def _record(sc, profile, s: _Stream, ledger: Ledger, run: dict, heat: dict | Non
         "model": {"name": spec.model.zoo or str(spec.model.path.name), "nodes": len(s.graph.ops),
                   "quantization": spec.model.quantization.value},
         "delegates": delegates, **status_fields(delegates),
-        "platform_refusal": "; ".join(r.platform_refusal for r in sim.delegation.per_delegate
+        "platform_refusal": "; ".join(r.platform_refusal for r in simulation.delegation.per_delegate
                                       if r.platform_refusal) or None,
-        "placement": {str(k): v for k, v in sorted(sim.delegation.placement().items())},
+        "placement": {str(k): v for k, v in sorted(simulation.delegation.placement().items())},
         "latency_ms": stats_ms(latency),
         "service_ms": {"avg": service * 1e3},
         "frames": {"arrived": s.arrived, "completed": len(s.frames), "dropped": s.dropped, "deadline_misses": misses},
@@ -239,9 +240,9 @@ def _record(sc, profile, s: _Stream, ledger: Ledger, run: dict, heat: dict | Non
         "run": run, "thermal": heat,
         "per_op": [{"node": o.node, "unit": o.unit, "first_ms": o.first_s * 1e3, "avg_ms": o.avg_s * 1e3,
                     "count": o.count} for o in per_op_times([iv for iv in s.soc.trace.intervals if iv.stream == s.k])],
-        "footprint_bytes": unit_footprint(sim),
-        "output_diff": [], "nonfinite": nonfinite_records(sim.nonfinite, s.graph),
+        "footprint_bytes": unit_footprint(simulation),
+        "output_diff": [], "nonfinite": nonfinite_records(simulation.nonfinite, s.graph),
         "estimated": [s.graph.describe_op(i) for i in s.it.estimated_ops],
-        "log": list(sim.delegation.log),
+        "log": list(simulation.delegation.log),
         "threads": s.threads, "streams": n, "duration_s": sc.duration_s, "timing_only": sc.timing_only,
     }

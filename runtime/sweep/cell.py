@@ -15,7 +15,7 @@ import numpy as np
 from runtime.ir.errors import ScenarioError
 from runtime.ir.graph import Graph
 
-__all__ = ["build_model", "make_inputs", "load_device", "cell_profile"]
+__all__ = ["build_model", "make_inputs", "cached_profile", "cell_profile"]
 
 _MODELS: dict[tuple, Graph] = {}
 
@@ -141,7 +141,7 @@ def delegate_factory(specs, profile) -> Callable[[], list]:
 PROFILES: dict[tuple, Any] = {}
 
 
-def load_device(sc):
+def cached_profile(sc):
     """The cell's phone profile, read once per file version (a 10,000-cell matrix on one phone
     reads its profile once)."""
     from sim.profile import PROFILE_DIR, load_profile
@@ -165,7 +165,7 @@ def cell_profile(sc):
     from sim.profile import with_api_level
 
     try:
-        return with_api_level(load_device(sc), sc.api_level)
+        return with_api_level(cached_profile(sc), sc.api_level)
     except ProfileError as exc:
         if sc.api_level is None:
             raise

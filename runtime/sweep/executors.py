@@ -29,8 +29,9 @@ from runtime.limits import counts as limits
 from runtime.sweep.cell import build_model
 from runtime.ir.errors import DelegateError, ScenarioError, TestbedError
 from runtime.measure.record import strict_json
+from runtime.scenario.apps import AppsScenario
 
-__all__ = ["EXECUTORS", "GUARD_CELLS", "GUARD_SECONDS", "GuardError", "Executor", "executor_arg", "run_cell",
+__all__ = ["EXECUTORS", "GUARD_CELLS", "GUARD_SECONDS", "GuardError", "CellPool", "executor_arg", "run_cell",
            "count_cells", "estimate", "estimate_seconds", "guard_count", "guard_time", "duration"]
 
 EXECUTORS = ("local", "dask")
@@ -78,8 +79,8 @@ def _budget(seconds: float | None):
     return time_budget(seconds)
 
 
-class Executor:
-    """Where the cells run: `with Executor(("dask", None), workers) as pool: ... pool.run(...)`.
+class CellPool:
+    """Where the cells run: `with CellPool(("dask", None), workers) as pool: ... pool.run(...)`.
 
     A LocalCluster starts on a thread of its own as the executor is entered, so that its workers
     spawn and import while this process loads and checks the scenario; a scheduler at an address is
@@ -93,7 +94,7 @@ class Executor:
         self._starting: threading.Thread | None = None
         self._closing: threading.Thread | None = None
 
-    def __enter__(self) -> "Executor":
+    def __enter__(self) -> "CellPool":
         if self.kind == "dask" and not self.address:
             self._starting = threading.Thread(target=self._start, name="dask-cluster", daemon=True)
             self._starting.start()
@@ -206,7 +207,8 @@ def _client(address: str | None, workers: int | None) -> Iterator:
         return
     import dask
 
-    n = workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    affinity = getattr(os, "sched_getaffinity", None)   # Linux only: the cores this process may use
+    n = workers or (len(affinity(0)) if affinity is not None else os.cpu_count() or 1)
     # The workers' statistical profiler samples the running cell's stack every 10 ms, their event loop
     # ticks every 20 ms, and glibc returns every freed block over 64 KB to the system at once
     # (MALLOC_TRIM_THRESHOLD_): each a tax on a simulation allocating as it goes, buying nothing here.
@@ -214,7 +216,7 @@ def _client(address: str | None, workers: int | None) -> Iterator:
     quiet = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s",
              "distributed.nanny.pre-spawn-environ": {"OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1,
                                                      "OPENBLAS_NUM_THREADS": 1}}
-    # closing(), not the objects' own `with`: Client's sets a context variable, and Executor may open
+    # closing(), not the objects' own `with`: Client's sets a context variable, and CellPool may open
     # the cluster on one thread and close it on another
     with dask.config.set(quiet), \
             contextlib.closing(LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=0,
@@ -332,7 +334,7 @@ _SIZES: dict[tuple, tuple[int, int]] = {}
 
 
 def _models(sc) -> list:
-    return [sc.model] if hasattr(sc, "model") else [app.model for app in sc.apps]   # apps: each app's model
+    return [app.model for app in sc.apps] if isinstance(sc, AppsScenario) else [sc.model]
 
 
 def _cell_seconds(sc) -> float:

@@ -20,18 +20,19 @@ from runtime.sweep.app_streams import check_apps, run_apps
 # Some of these are used here; the rest stay importable from runtime.sweep.runner for the dtb commands and
 # the tests (PROFILES: a test empties the profile cache through it).
 from runtime.sweep.cell import (PROFILES, conform_input, delegate_factory, build_model, cell_profile,  # noqa: F401
-                          load_device, make_inputs)
+                          cached_profile, make_inputs)
 from runtime.measure.footprint import memory_record
 from runtime.interpreter.api import Interpreter
 from runtime.ir.atomic import write_text
 from runtime.ir.errors import ScenarioError, TestbedError
 from runtime.ir.graph import Graph
 from runtime.measure.figures import measure
+from runtime.scenario.apps import AppsScenario
 from runtime.measure.record import diffs, plain_value, record_fields, strict_json, unit_footprint
 from sim.soc import SoC
 
 __all__ = ["build_model", "make_inputs", "simulate", "run_scenario", "run_file", "record_fields", "unit_footprint",
-           "strict_json", "load_device"]
+           "strict_json", "cached_profile"]
 
 Progress = Callable[[int, int, str], None]
 
@@ -79,11 +80,11 @@ def simulate(graph: Graph, profile, delegates_for_stream: Callable[[], list], th
     for s, it in enumerate(its):
         soc.env.process(stream_process(s, it))
     soc.env.run()
-    sim = its[0].simulation
-    units = unit_footprint(sim)
-    m = measure(soc, soc.trace.inferences, warmup, units, memory_record(sim, units))
+    simulation = its[0].simulation
+    units = unit_footprint(simulation)
+    m = measure(soc, soc.trace.inferences, warmup, units, memory_record(simulation, units))
     nonfinite = sum((it.simulation.nonfinite for it in its), Counter())
-    record = record_fields(m, sim.delegation, kinds, graph, nonfinite, its[0].estimated_ops)
+    record = record_fields(m, simulation.delegation, kinds, graph, nonfinite, its[0].estimated_ops)
     record["output_diff"] = diffs(graph, _reference(graph, feeds), outputs) if reference and feeds else []
     return record, soc
 
@@ -91,7 +92,7 @@ def simulate(graph: Graph, profile, delegates_for_stream: Callable[[], list], th
 def run_scenario(sc, progress: Progress | None = None) -> tuple[dict, SoC]:
     """One matrix cell: build the model and the phone, run, measure; the record of results.json.
     A cell of concurrent apps (runtime/sweep/app_streams.py) gives a list: a record per app stream."""
-    if hasattr(sc, "apps"):
+    if isinstance(sc, AppsScenario):
         return run_apps(sc, progress)
     profile = cell_profile(sc)
     graph = build_model(sc.model, sc.source)
@@ -111,7 +112,7 @@ def _check_cell(sc) -> None:
     """The cell's phone and delegates (created once and dropped), and its input file against the model."""
     where = f"{sc.source}" + (f" ({sc.label})" if sc.label else "")
     try:
-        if hasattr(sc, "apps"):
+        if isinstance(sc, AppsScenario):
             return check_apps(sc)
         delegate_factory(sc.delegates, cell_profile(sc))
         if sc.inputs.file is not None:
@@ -152,7 +153,7 @@ def run_file(path: str | os.PathLike, out_dir: str | os.PathLike, progress: Prog
     out = Path(out_dir)
     check_output_path(out)
     sweep.guard_count(path, yes)          # before the matrix is expanded
-    with sweep.Executor(executor, workers) as pool:   # a LocalCluster starts beside the loading
+    with sweep.CellPool(executor, workers) as pool:   # a LocalCluster starts beside the loading
         cells = check_file(path, allow_external_delegates)
         sweep.guard_time(path, cells, yes)
         with ResultsFolder(out, path, overwrite) as folder, CellStore(out, path, cells, resume, overwrite) as store:
