@@ -23,7 +23,7 @@ from runtime.calibration.rows import MeasurementError, Row
 from runtime.ir.yamlcheck import Key, dotted, parse
 
 __all__ = ["AihubMeasurement", "Skipped", "AihubRows", "read_perf_yaml", "read_profile_json", "to_rows",
-           "read_aihub", "DEVICES", "THREADS", "is_aihub_file"]
+           "model_id_of", "read_aihub", "DEVICES", "THREADS", "is_aihub_file"]
 
 # AI Hub's device names -> the prior profiles (sim/profiles/priors/) that stand for them.
 DEVICES: Mapping[str, str] = {

@@ -23,17 +23,20 @@ TIE_MS = 0.05
 
 
 def add_parser(sub) -> None:
-    sp = sub.add_parser("calibrate", help="fit a phone profile to measured latencies (CSV or benchmark_model logs)",
+    sp = sub.add_parser("calibrate",
+                        help="fit a phone profile to measured latencies (CSV, benchmark_model logs, AI Hub files)",
                         description="Fit a profile's physical parameters (rates, efficiencies, per-op and per-call "
                                     "costs) to measured latencies by bounded least squares on log latency, pulled "
                                     "toward the base profile's values.")
-    sp.add_argument("measurements", nargs="+", help=".csv files of rows, benchmark_model logs, or Qualcomm AI Hub perf.yaml / profile-job .json files")
+    sp.add_argument("measurements", nargs="+", help=".csv files of rows, benchmark_model logs, or Qualcomm AI Hub "
+                                                     "perf.yaml / profile-job .json files")
     sp.add_argument("--base", required=True, help="profile to start from (a shipped name or a .yaml); a calibrated "
                                                   "profile starts from the prior it names")
     sp.add_argument("-o", "--output", help="write the fitted profile here (YAML, the base's format)")
     sp.add_argument("--cv", action="store_true", help="leave-one-model-out cross-validation")
     sp.add_argument("--device", help="phone name for log files that do not say (default: the base's name)")
-    sp.add_argument("--model", help="model for log files whose Graph line is missing (.tflite or zoo:NAME)")
+    sp.add_argument("--model", help="model for log files whose Graph line is missing (.tflite or zoo:NAME), or "
+                                    "the .tflite an AI Hub profile job's .json measured")
     sp.add_argument("--max_nfev", type=int, default=30, help="least-squares iterations (default 30)")
     sp.set_defaults(fn=cmd_calibrate, parser=sp)
 
