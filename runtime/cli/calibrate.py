@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from runtime.calibration.fit import (CalibrationError, Evaluator, Fit, Param, Prediction, candidate_params,
                                cross_validate, fit, load_base)
-from runtime.calibration.rows import Row, model_key, read_measurements
+from runtime.calibration.rows import Row, model_key, read_file
 
 __all__ = ["add_parser", "cmd_calibrate", "render_profile", "calibrate_files", "fastest"]
 
@@ -22,17 +23,20 @@ TIE_MS = 0.05
 
 
 def add_parser(sub) -> None:
-    sp = sub.add_parser("calibrate", help="fit a phone profile to measured latencies (CSV or benchmark_model logs)",
+    sp = sub.add_parser("calibrate",
+                        help="fit a phone profile to measured latencies (CSV, benchmark_model logs, AI Hub files)",
                         description="Fit a profile's physical parameters (rates, efficiencies, per-op and per-call "
                                     "costs) to measured latencies by bounded least squares on log latency, pulled "
                                     "toward the base profile's values.")
-    sp.add_argument("measurements", nargs="+", help=".csv files of rows or benchmark_model logs")
+    sp.add_argument("measurements", nargs="+", help=".csv files of rows, benchmark_model logs, or Qualcomm AI Hub "
+                                                     "perf.yaml / profile-job .json files")
     sp.add_argument("--base", required=True, help="profile to start from (a shipped name or a .yaml); a calibrated "
                                                   "profile starts from the prior it names")
     sp.add_argument("-o", "--output", help="write the fitted profile here (YAML, the base's format)")
     sp.add_argument("--cv", action="store_true", help="leave-one-model-out cross-validation")
     sp.add_argument("--device", help="phone name for log files that do not say (default: the base's name)")
-    sp.add_argument("--model", help="model for log files whose Graph line is missing (.tflite or zoo:NAME)")
+    sp.add_argument("--model", help="model for log files whose Graph line is missing (.tflite or zoo:NAME), or "
+                                    "the .tflite an AI Hub profile job's .json measured")
     sp.add_argument("--max_nfev", type=int, default=30, help="least-squares iterations (default 30)")
     sp.set_defaults(fn=cmd_calibrate, parser=sp)
 
@@ -66,7 +70,12 @@ def local_model_path(row: Row) -> Path:
 def calibrate_files(paths: Sequence[str], base: str, device: str | None = None, model: str | None = None):
     """Rows of the files, the base profile (data, lines, text, path) and an Evaluator over them."""
     data, lines, text, path = load_base(base)
-    rows = [r for p in paths for r in read_measurements(p, device or data["name"], model)]
+    files = [read_file(p, device or data["name"], model) for p in paths]
+    for line in (s for f in files for s in f.skipped):   # AI Hub rows without a model file here: said, not dropped
+        print(f"skipped: {line}", file=sys.stderr)
+    rows = [r for f in files for r in f.rows]
+    if not rows:
+        raise CalibrationError("no measurement row to fit (every one was skipped)")
     phones = sorted({r.device for r in rows if r.device})
     if len(phones) > 1:
         raise CalibrationError(f"the measurements are for several phones ({', '.join(phones)}); calibrate one "

@@ -1,0 +1,136 @@
+"""Qualcomm AI Hub's files as calibration input: perf.yaml in its older (microseconds) and newer (milliseconds)
+formats, a profile job's JSON, rows whose model file is missing listed, damaged files one clear error."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+
+from runtime.calibration.aihub import read_aihub, read_perf_yaml, read_profile_json
+from runtime.calibration.rows import MeasurementError, MeasurementWarning, read_file, read_measurements
+from runtime.cli import main as cli
+from runtime.model.tflite_write import save
+from runtime.zoo import build
+from sim.profile import PROFILE_DIR
+
+FIXTURES = Path(__file__).parent / "fixtures" / "aihub"
+NEW, OLD, JOB = FIXTURES / "new" / "tiny_cnn" / "perf.yaml", FIXTURES / "old" / "tiny_cnn" / "perf.yaml", \
+    FIXTURES / "profile_job.json"
+S23 = str(PROFILE_DIR / "priors" / "galaxy_s23.yaml")
+
+
+def _jobs(path: Path):
+    return read_perf_yaml(path.read_text(), str(path), "tiny_cnn")
+
+
+def test_the_newer_format_reads_milliseconds_and_layer_counts_per_precision_and_device():
+    found, failed = _jobs(NEW)
+    got = {(m.precision, m.device): (m.inference_ms, m.npu_layers, m.gpu_layers, m.cpu_layers, m.delegate)
+           for m in found}
+    assert got == {("float", "Samsung Galaxy S23"): (0.25, 6, 0, 0, "qnn"),
+                   ("float", "Samsung Galaxy S24"): (0.18, 5, 0, 1, "qnn"),
+                   ("w8a8", "Samsung Galaxy S23"): (0.125, 8, 0, 0, "qnn")}     # qnn_dlc jobs are not TFLite
+    assert [(s.precision, s.device, s.reason) for s in failed] == [("w8a8", "Samsung Galaxy S24",
+                                                                    "job_status Failed, no time")]
+    assert found[0].source.startswith(f"{NEW}:")
+
+
+def test_the_older_format_stores_microseconds():
+    found, failed = _jobs(OLD)
+    got = {(m.precision, m.device): (m.inference_ms, m.delegate) for m in found}
+    assert got == {("fp16", "Samsung Galaxy S23"): (0.25, "qnn"), ("fp16", "Samsung Galaxy S24"): (0.9, "gpu")}
+    assert failed == []
+
+
+def test_a_profile_jobs_json_counts_ops_per_compute_unit():
+    m = read_profile_json(JOB.read_text(), str(JOB), "tiny_cnn", "galaxy_s23")
+    assert (m.inference_ms, m.npu_layers, m.gpu_layers, m.cpu_layers, m.delegate) == (0.25, 2, 1, 1, "qnn")
+
+
+def _folder_with_model(tmp_path: Path, fixture: Path, name: str) -> Path:
+    folder = tmp_path / "tiny_cnn"
+    folder.mkdir()
+    shutil.copy(fixture, folder / "perf.yaml")
+    save(build("tiny_cnn"), folder / name)
+    return folder / "perf.yaml"
+
+
+def test_rows_for_one_phone_use_the_model_file_and_list_the_ones_not_found(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    perf = _folder_with_model(tmp_path, NEW, "tiny_cnn_float.tflite")
+    found = read_file(perf, device="galaxy_s23")
+    [row] = found.rows
+    assert (row.model, row.device, row.delegate, row.latency_ms) == (str(perf.parent / "tiny_cnn_float.tflite"),
+                                                                     "galaxy_s23", "qnn", 0.25)
+    [line] = found.skipped
+    assert line.startswith(f"{perf}:") and "tiny_cnn w8a8 on Samsung Galaxy S23: model file not found" in line
+    assert "tiny_cnn_w8a8.tflite" in line
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert len(read_measurements(perf, device="Samsung Galaxy S23")) == 1
+    assert [str(w.message) for w in seen if w.category is MeasurementWarning] == [line]
+
+
+def test_the_npu_and_the_gpu_together_run_qnn_then_the_gpu_delegate(tmp_path):
+    save(build("tiny_cnn"), tmp_path / "tiny_cnn.tflite")
+    rows = read_aihub(JOB, JOB.read_text(), "galaxy_s23", str(tmp_path / "tiny_cnn.tflite")).rows
+    assert [(r.delegate, r.flags) for r in rows] == [("qnn", ("--use_gpu=true",))]
+
+
+def test_a_phone_the_file_never_measured_is_an_error_naming_the_phones_it_has():
+    with pytest.raises(MeasurementError, match=r"no TFLite measurement on pixel4; the file has Samsung Galaxy S23, "
+                                               r"Samsung Galaxy S24"):
+        read_file(NEW, device="pixel4")
+
+
+@pytest.mark.parametrize("fixture, old, new, message", [
+    (NEW, "inference_time_milliseconds: 0.25", "inference_time_milliseconds: fast",
+     r"perf.yaml:\d+: precisions.float.components.Tiny-CNN.performance_metrics.Samsung Galaxy S23.tflite"
+     r".inference_time_milliseconds: must be a positive number, got 'fast'"),
+    (NEW, "              layer_counts:\n                total: 6\n                npu: 6\n", "",
+     r"perf.yaml:\d+: precisions.float.components.Tiny-CNN.performance_metrics.Samsung Galaxy S23.tflite"
+     r".layer_counts: required key is missing"),
+    (NEW, "precisions:", "precision:", r"perf.yaml:\d+: neither 'precisions' .* nor 'models'"),
+    (OLD, "inference_time: 250.0", "inference_time: -1", r"perf.yaml:\d+: models\[0\].performance_metrics\[0\]"
+     r".torchscript_onnx_tflite.inference_time: must be a positive number, got -1"),
+    (OLD, "        layers_on_npu: 6\n", "        layers_on_npu: six\n", r"layer_info.layers_on_npu: must be an "
+     r"integer >= 0, got 'six'"),
+    (OLD, "    reference_device_info:\n      name: Samsung Galaxy S23\n", "    reference_device_info:\n",
+     r"perf.yaml:\d+: models\[0\].performance_metrics\[0\].reference_device_info.name: required key is missing"),
+    (OLD, "  performance_metrics:\n  - torchscript", "  performance_metric:\n  - torchscript",
+     r"models\[0\].performance_metrics: required key is missing"),
+    (JOB, '"estimated_inference_time": 250', '"estimated_inference_times": 250',
+     r"profile_job.json: execution_summary.estimated_inference_time: required key is missing"),
+    (JOB, '"compute_unit": "CPU"', '"compute_unit": "TPU"',
+     r"profile_job.json: execution_detail\[3\].compute_unit: must be one of NPU, GPU, CPU, got 'TPU'"),
+    (JOB, '"execution_detail": [', '"execution_detail": [,', r"profile_job.json:\d+: invalid JSON"),
+])
+def test_a_damaged_file_is_one_error_naming_the_file_and_key(tmp_path, fixture, old, new, message):
+    text = fixture.read_text()
+    assert old in text
+    path = tmp_path / fixture.name
+    path.write_text(text.replace(old, new))
+    with pytest.raises(MeasurementError, match=message) as info:
+        read_file(path, device="galaxy_s23")
+    assert str(info.value).startswith(str(path)) and "\n" not in str(info.value)
+
+
+def test_calibrate_on_a_perf_yaml_fits_the_found_rows_and_lists_the_rest(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    perf = _folder_with_model(tmp_path, NEW, "tiny_cnn_float.tflite")
+    out = tmp_path / "s23.yaml"
+    assert cli.main(["calibrate", str(perf), "--base", S23, "-o", str(out), "--max_nfev", "2"]) == 0
+    captured = capsys.readouterr()
+    assert "skipped: " in captured.err and "tiny_cnn w8a8 on Samsung Galaxy S23: model file not found" in captured.err
+    assert out.is_file()
+
+
+def test_calibrate_with_no_model_file_at_all_exits_with_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["calibrate", str(NEW), "--base", S23]) == 1
+    err = capsys.readouterr().err
+    assert err.count("skipped: ") == 2
+    assert err.strip().splitlines()[-1].startswith("dtb calibrate: error: no measurement row to fit")
