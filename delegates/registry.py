@@ -15,7 +15,7 @@ from delegates.hexagon import HexagonDelegate, HexagonOptions
 from delegates.kinds import EXTERNAL, DelegateKind
 from delegates.nnapi import ExecutionPreference, NnapiDelegate, NnapiOptions
 
-__all__ = ["PROVIDERS", "Provider", "BUILTIN", "CLASSES", "make_delegate", "parse_flags", "flag_table"]
+__all__ = ["PROVIDERS", "Provider", "BUILTIN", "CLASSES", "make_delegate", "parse_flags", "flag_table", "is_builtin"]
 
 
 def make_delegate(name: str, profile=None, **options: Any) -> Delegate:
@@ -191,3 +191,13 @@ CLASSES: dict[str, type[Delegate]] = {kind.value: p.delegate for kind, p in PROV
 # --use_gpu and the like, and an external delegate's path, turn a delegate on.
 _SWITCHES = {**{kind.flag: kind.value for kind in PROVIDERS}, "external_delegate_path": EXTERNAL}
 _FROM_FLAGS = {**{kind.value: p.from_flags for kind, p in PROVIDERS.items()}, EXTERNAL: _external}
+
+
+def is_builtin(delegate: Delegate) -> bool:
+    """Whether `delegate` is one of the built-in simulated delegates (its exact class, not a user's subclass):
+    their work is charged in simulated time, so no host-time budget watches their calls; any other
+    delegate (external, a plugin, a user's Python class) runs the user's code and is watched."""
+    return type(delegate) in _BUILTIN_TYPES
+
+
+_BUILTIN_TYPES = frozenset(CLASSES.values())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from runtime.measure.footprint import memory_record
 from runtime.measure.record import strict_json, unit_footprint
 from runtime.measure.chrome_trace import chrome_trace
 
-__all__ = ["add_parser", "cmd_benchmark", "threads", "delegate_budget", "count_at_most"]
+__all__ = ["add_parser", "cmd_benchmark", "threads", "count_at_most"]
 
 _INPUT_SEED = 0
 PROGRESS_DELAY_S = 2.0   # host seconds of runs before dtb benchmark shows its progress
@@ -57,11 +56,6 @@ def _seconds(text: str) -> float:
     return value
 
 
-def delegate_budget(text: str) -> float:
-    """--delegate_timeout_secs: seconds each delegate call may take (0: not watched)."""
-    return _seconds(text)
-
-
 def add_parser(sub) -> None:
     sp = delegate_tool_parser(
         sub, "benchmark", allow_abbrev=False,
@@ -89,9 +83,6 @@ def add_parser(sub) -> None:
     flag("--timing_only", help="skip the math; times are the same, outputs are not computed")
     flag("--cpu_fallback", help="when a delegate fails (while it is applied or in an invoke), go on on the CPU "
                                 "as TFLite's InvokeWithCPUFallback does, instead of stopping")
-    sp.add_argument("--delegate_timeout_secs", type=delegate_budget, default=None, metavar="SECONDS",
-                    help="time budget of each delegate call (default 5, or $DTB_DELEGATE_TIMEOUT; 0: none); "
-                         "a call that outlives it is a delegate error and is abandoned on its thread")
     sp.add_argument("--output_json", metavar="FILE", help="write this run as one results.json record")
     sp.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto, chrome://tracing)")
     sp.set_defaults(fn=cmd_benchmark, parser=sp)
@@ -214,15 +205,6 @@ def _prepare(args: argparse.Namespace, extra: list[str]):
 
 
 def cmd_benchmark(args: argparse.Namespace, extra: list[str]) -> int:
-    from delegates.guard import time_budget
-
-    budget = time_budget(args.delegate_timeout_secs) if args.delegate_timeout_secs is not None \
-        else contextlib.nullcontext()
-    with budget:
-        return _benchmark(args, extra)
-
-
-def _benchmark(args: argparse.Namespace, extra: list[str]) -> int:
     check_writable(args.output_json, args.trace)
     profile, model, kinds, it, feed = _prepare(args, extra)
     sim = it.simulation

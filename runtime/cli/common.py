@@ -20,8 +20,8 @@ from runtime.ir.graph import Graph
 from runtime.model.loader import CALIBRATION_SAMPLES, FLAGS, QUANTIZATIONS, ModelSource
 from runtime.model.loader import load_model as load_graph
 
-__all__ = ["LoadedModel", "PROVIDER_NAMES", "QUANTIZATIONS", "add_device_flag", "add_model_flags", "check_writable", "cpp_float",
-           "delegate_kinds", "echo_log", "gaussian_inputs", "load_device", "load_model", "parse_delegate_flags",
+__all__ = ["LoadedModel", "PROVIDER_NAMES", "QUANTIZATIONS", "add_delegate_budget_flag", "add_device_flag", "add_model_flags", "check_writable", "cpp_float",
+           "delegate_budget", "delegate_budget_scope", "delegate_kinds", "echo_log", "gaussian_inputs", "load_device", "load_model", "parse_delegate_flags",
            "to_us", "tflite_bool", "uniform_inputs", "warn_refusals", "write_atomic", "zoo_args_text"]
 
 # DelegateProvider::GetName() of TFLite's providers (tflite/tools/delegates/*_delegate_provider.cc).
@@ -92,8 +92,41 @@ def delegate_tool_parser(sub, name: str, **kwargs) -> argparse.ArgumentParser:
     --help adds them, grouped by provider, just before printing."""
     sp = sub.add_parser(name, add_help=False, **kwargs)
     sp.add_argument("-h", "--help", action=_DelegateFlagsHelp, help="show this help message and exit")
+    add_delegate_budget_flag(sp)
     sp.set_defaults(takes_delegate_flags=True)
     return sp
+
+
+DELEGATE_BUDGET_HELP = ("time budget of each call into an external delegate (--external_delegate_path, a plugin, "
+                        "a scenario's external: entry), in host seconds (default 5, or $DTB_DELEGATE_TIMEOUT; "
+                        "0: none); a call that outlives it is a delegate error. Built-in delegates run in "
+                        "simulated time and are never timed out")
+
+
+def delegate_budget(text: str) -> float:
+    """--delegate_timeout_secs: host seconds each external delegate call may take (0: not watched)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, not {text!r}") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError("must be a number of seconds >= 0")
+    return value
+
+
+def add_delegate_budget_flag(sp: argparse.ArgumentParser) -> None:
+    """--delegate_timeout_secs, on every command that may run an external delegate."""
+    sp.add_argument("--delegate_timeout_secs", type=delegate_budget, default=None, metavar="SECONDS",
+                    help=DELEGATE_BUDGET_HELP)
+
+
+def delegate_budget_scope(seconds: float | None):
+    """The external delegates' time budget for a command's run: `seconds`, or the default when None."""
+    if seconds is None:
+        return contextlib.nullcontext()
+    from delegates.guard import time_budget
+
+    return time_budget(seconds)
 
 
 class _DelegateFlagsHelp(argparse.Action):

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from delegates.kinds import BUILTIN_KINDS
-from runtime.cli.benchmark import delegate_budget, threads
-from runtime.cli.common import (add_device_flag, add_model_flags, cpp_float, delegate_tool_parser, echo_log,
+from runtime.cli.benchmark import threads
+from runtime.cli.common import (add_delegate_budget_flag, add_device_flag, add_model_flags, cpp_float, delegate_tool_parser, echo_log,
                                 gaussian_inputs, load_device, load_model, parse_delegate_flags, to_us,
                                 warn_refusals, write_atomic)
 from runtime.cli.profile_tables import Stat
@@ -234,11 +234,9 @@ def _summary(records: list[dict]) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
-    import contextlib
     import signal
     import threading
 
-    from delegates.guard import time_budget
     from runtime.report.progress import Progress
     from runtime.sweep.runner import run_file
 
@@ -247,15 +245,12 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     main = threading.current_thread() is threading.main_thread()
     # SIGTERM ends the run as Ctrl-C does, so the output folder's lock and staging files are cleaned up
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if main else None
-    budget = (time_budget(args.delegate_timeout_secs) if args.delegate_timeout_secs is not None
-              else contextlib.nullcontext())
     prog = args.parser.prog if getattr(args, "parser", None) is not None else "dtb run"
     progress = Progress(prog, "cell")
     try:
-        with budget:
-            results = run_file(args.scenario, args.output, progress, args.allow_external_delegates, args.overwrite,
-                               resume=args.resume, executor=args.executor, workers=args.workers, yes=args.yes,
-                               budget=args.delegate_timeout_secs)
+        results = run_file(args.scenario, args.output, progress, args.allow_external_delegates, args.overwrite,
+                           resume=args.resume, executor=args.executor, workers=args.workers, yes=args.yes,
+                           budget=args.delegate_timeout_secs)
     finally:
         progress.close()   # before any error line: the bar or the timer's lines never cut into it
         if main:
@@ -346,8 +341,7 @@ def add_parsers(sub) -> None:
                     help="replace another scenario's results in the output directory")
     sp.add_argument("--check", action="store_true",
                     help="load the scenario and check every cell (phones, delegates, inputs); run nothing")
-    sp.add_argument("--delegate_timeout_secs", type=delegate_budget, default=None, metavar="SECONDS",
-                    help="time budget of each delegate call (default 5, or $DTB_DELEGATE_TIMEOUT; 0: none)")
+    add_delegate_budget_flag(sp)
     sp.add_argument("--resume", action="store_true",
                     help="keep the cells the output folder's results.db holds from a run that was stopped, and run "
                          "the rest (refused if the scenario changed those cells)")
