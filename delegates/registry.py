@@ -7,7 +7,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from delegates.api import Delegate, DelegateError
+from delegates.api import Delegate, DelegateError, DelegateOptions
 from delegates.coreml import CoreMlDelegate, CoreMlDevices, CoreMlOptions
 from delegates.external import FALSE, TRUE, parse_bool, coerce, load_external, parse_external_options
 from delegates.gpu import GpuBackend, GpuDelegate, GpuOptions, InferencePreference, Priority
@@ -15,7 +15,7 @@ from delegates.hexagon import HexagonDelegate, HexagonOptions
 from delegates.kinds import EXTERNAL, DelegateKind
 from delegates.nnapi import ExecutionPreference, NnapiDelegate, NnapiOptions
 
-__all__ = ["PROVIDERS", "Provider", "BUILTIN", "CLASSES", "make_delegate", "parse_flags", "flag_table", "is_builtin"]
+__all__ = ["PROVIDERS", "Provider", "BUILTIN", "CLASSES", "make_delegate", "parse_flags", "flag_table", "is_builtin", "default_limits"]
 
 
 def make_delegate(name: str, profile=None, **options: Any) -> Delegate:
@@ -201,3 +201,14 @@ def is_builtin(delegate: Delegate) -> bool:
 
 
 _BUILTIN_TYPES = frozenset(CLASSES.values())
+
+
+def default_limits(kind: str) -> tuple[DelegateOptions, DelegateOptions]:
+    """The partition limits a built-in kind gets by default each way in: (a bare --use_<kind> of
+    benchmark_model's flags: dtb benchmark, dtb partition; the delegate's own options default:
+    dtb run scenarios, make_delegate, the Python API). They differ where TFLite's do: NNAPI's
+    provider passes --max_delegated_partitions=0 (no limit) while StatefulNnApiDelegate::Options
+    keeps max_number_delegated_partitions = 3."""
+    provider = PROVIDERS[DelegateKind(kind)]
+    flags = {name: default for name, (_, default) in _FLAGS.items()}
+    return provider.from_flags(flags, None).options, provider.build(provider.options(), None).options

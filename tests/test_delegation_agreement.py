@@ -222,3 +222,50 @@ def test_nnapi_on_a_mixed_model_runs_what_dtb_partition_shows(phone, mixed_file,
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert json.loads(report.read_text())["delegates"][0]["nodes_delegated"] == delegated > 0
+
+
+# -- where the defaults differ, the output says so ---------------------------------------------------
+
+
+def _bench(capsys, tmp_path, common, *extra) -> tuple[int, str]:
+    out = tmp_path / "bench.json"
+    assert main(["benchmark", *common, "--num_runs", "1", "--warmup_runs", "0", "--timing_only",
+                 "--output_json", str(out), *extra]) == 0
+    return json.loads(out.read_text())["delegates"][0]["nodes_delegated"], capsys.readouterr().err
+
+
+def _run(capsys, tmp_path, model: Path, nnapi) -> tuple[int, str]:
+    scenario = tmp_path / "cell.yaml"
+    scenario.write_text(json.dumps({"model": {"path": str(model)}, "device": "pixel3", "timing_only": True,
+                                    "runs": {"warmup": 0, "count": 1}, "delegates": [nnapi]}))
+    assert main(["run", str(scenario), "-o", str(tmp_path / "out"), "--overwrite"]) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    return results["records"][0]["delegates"][0]["nodes_delegated"], capsys.readouterr().err
+
+
+def test_run_and_benchmark_say_where_their_nnapi_defaults_cut_differently(tmp_path, capsys):
+    """benchmark_model's NNAPI provider passes --max_delegated_partitions=0 (no limit); the NNAPI
+    delegate's own default (dtb run, the Python API) keeps the 3 largest partitions. An unrolled LSTM
+    on the Pixel 3 has 11, so the two cut differently: each says so, and its advice gives the other's cut."""
+    model = FIXTURES / "models" / "lstm_unrolled.tflite"
+    common = ["--graph", str(model), "--device", "pixel3", "--use_nnapi"]
+
+    unlimited, said = _bench(capsys, tmp_path, common)
+    assert "--max_delegated_partitions=3 for that cut" in said
+    three, said = _bench(capsys, tmp_path, common, "--max_delegated_partitions=3")
+    assert "note:" not in said and three < unlimited
+
+    by_default, said = _run(capsys, tmp_path, model, "nnapi")
+    assert by_default == three and "`nnapi: {max_delegated_partitions: 0}` in the scenario" in said
+    as_flags, said = _run(capsys, tmp_path, model, {"nnapi": {"max_delegated_partitions": 0}})
+    assert as_flags == unlimited and "note:" not in said
+
+    assert main(["partition", *common]) == 0
+    shown = capsys.readouterr().out
+    assert f"{unlimited} of 111 ops delegated" in shown and "--max_delegated_partitions=3 for that cut" in shown
+
+
+def test_no_note_where_the_defaults_cut_alike(tmp_path, capsys):
+    _, said = _bench(capsys, tmp_path, ["--graph", str(FIXTURES / "models" / "mobilenet_v1.tflite"),
+                                        "--device", "pixel4", "--use_nnapi"])
+    assert "note:" not in said

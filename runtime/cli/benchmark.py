@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from dataclasses import dataclass
 
 from runtime.cli.common import (PROVIDER_NAMES, add_device_flag, add_model_flags, check_writable, cpp_float,
-                                delegate_kinds, delegate_tool_parser, echo_log, load_device, load_model,
+                                delegate_kinds, delegate_tool_parser, echo_log, flag_default_notes, load_device, load_model,
                                 parse_delegate_flags, tflite_bool, to_us, uniform_inputs, write_atomic, zoo_args_text)
 from runtime.cli.profile_tables import Stat, memory_lines, profile_nodes, profiling_report
 from runtime.limits import counts as limits
@@ -195,6 +196,8 @@ def _prepare(args: argparse.Namespace, extra: list[str]):
                          num_threads=args.num_threads, timing_only=args.timing_only)
     for line in _applied_lines(it.simulation.delegation, kinds, args.require_full_delegation, args.cpu_fallback):
         print(line)
+    for note in flag_default_notes(kinds, it.simulation.delegation.per_delegate):   # stderr: not benchmark_model's
+        print(f"{args.parser.prog}: note: {note}", file=sys.stderr)
     for i in it.estimated_ops:  # timing-only: an op with no kernel is costed from its shapes and bytes
         print(f"estimated: no kernel for {model.graph.describe_op(i)}; its time is costed from its shapes and bytes")
     it.allocate_tensors()

@@ -13,9 +13,10 @@ import numpy as np
 
 from delegates.kinds import BUILTIN_KINDS
 from runtime.cli.benchmark import threads
-from runtime.cli.common import (add_delegate_budget_flag, add_device_flag, add_model_flags, cpp_float, delegate_tool_parser, echo_log,
-                                gaussian_inputs, load_device, load_model, parse_delegate_flags, to_us,
-                                warn_refusals, write_atomic)
+from runtime.cli.common import (add_delegate_budget_flag, add_device_flag, add_model_flags, cpp_float,
+                                delegate_kinds, delegate_tool_parser, echo_log, flag_default_notes,
+                                gaussian_inputs, load_device, load_model, parse_delegate_flags,
+                                scenario_default_notes, to_us, warn_refusals, write_atomic)
 from runtime.cli.profile_tables import Stat
 from runtime.ir.errors import TestbedError
 from runtime.interpreter.api import Interpreter
@@ -142,6 +143,8 @@ def cmd_partition(args: argparse.Namespace, extra: list[str]) -> int:
                 print(line)
     on_cpu = sum(1 for w in where.values() if w == "CPU")
     print(f"{len(graph.ops) - on_cpu} of {len(graph.ops)} ops delegated, {on_cpu} on the CPU")
+    for note in flag_default_notes(delegate_kinds(delegates), delegation.per_delegate):
+        print(f"note: {note}")
     print("Delegation log:" if delegation.log else "Delegation log: (empty)")
     for line in delegation.log:
         print(line)
@@ -256,6 +259,8 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
         if main:
             signal.signal(signal.SIGTERM, previous)
     warn_refusals(prog, [r["platform_refusal"] for r in results["records"] if r.get("platform_refusal")])
+    for note in scenario_default_notes(results["records"]):
+        print(f"{prog}: note: {note}", file=sys.stderr)
     for line in _summary(results["records"]):
         print(line)
     from runtime.report.apps import summary_lines

@@ -69,6 +69,10 @@ class DelegateReport:
     declined: tuple[UnsupportedOp, ...] = ()
     error: str = ""
     platform_refusal: str = ""   # the phone offers none of this delegate (Delegate.platform_refusal)
+    max_delegated_partitions: int = 0   # the limits it was cut with (its DelegateOptions; <= 0: none)
+    min_nodes_per_partition: int = 0
+    over_limit: int = 0                 # supported nodes left out by max_delegated_partitions alone
+
 
 
 @dataclass(frozen=True)
@@ -165,8 +169,14 @@ def _apply_one(graph: Graph, plan: Plan, delegate: Delegate, log: list[str],
     _prepare(created, delegate, node_number)
     taken = {plan[i].op for i in selected}
     refused = tuple(n for n in answers.notes if n.op not in taken)
-    report = DelegateReport(delegate.name, len(selected), len(plan), len(created), refused,
-                            _declined(graph, plan, preview, chosen, options), platform_refusal=_refusal(delegate))
+    declined = _declined(graph, plan, preview, chosen, options)
+    kept = {id(c) for c in chosen}
+    over = sum(len(s.nodes) for s in preview if s.delegated and id(s) not in kept
+               and len(s.nodes) >= options.min_nodes_per_partition)
+    report = DelegateReport(delegate.name, len(selected), len(plan), len(created), refused, declined,
+                            platform_refusal=_refusal(delegate),
+                            max_delegated_partitions=options.max_delegated_partitions,
+                            min_nodes_per_partition=options.min_nodes_per_partition, over_limit=over)
     return new_plan, report
 
 
