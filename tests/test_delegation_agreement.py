@@ -269,3 +269,20 @@ def test_no_note_where_the_defaults_cut_alike(tmp_path, capsys):
     _, said = _bench(capsys, tmp_path, ["--graph", str(FIXTURES / "models" / "mobilenet_v1.tflite"),
                                         "--device", "pixel4", "--use_nnapi"])
     assert "note:" not in said
+
+
+def test_partition_fails_as_benchmark_does_when_a_delegate_fails_while_applied(capsys):
+    """An external delegate failing in prepare: TFLite restores the CPU plan and benchmark_model stops.
+    dtb partition shows that plan, says for every op why it is on the CPU (the failure, not a reason
+    of the op's own), and exits non-zero with the failure, as dtb benchmark does."""
+    argv = ["--zoo", "tiny_cnn", "--zoo_args", "resolution=16", "--device", "pixel4",
+            "--external_delegate_path", "tests.faulty_delegates:make_prepare_raises"]
+    assert main(["partition", *argv]) == 1
+    out, err = capsys.readouterr()
+    assert out.count("the delegate failed while applied and TFLite restored the CPU plan") == 7
+    assert "0 of 7 ops delegated" in out and "Traceback" not in err
+    assert err.strip() == ("dtb partition: error: Failed to apply FaultyDelegate: FaultyDelegate prepare: "
+                           "RuntimeError: prepare broke (TFLite restored the CPU plan shown above; dtb benchmark "
+                           "stops here unless --cpu_fallback)")
+    assert main(["benchmark", *argv, "--num_runs", "1"]) == 1
+    assert "Failed to apply EXTERNAL delegate." in capsys.readouterr().err

@@ -113,11 +113,14 @@ def _where(delegation) -> dict[int, str]:
     return where
 
 
-def _why_not(op: int, reports) -> list[str]:
+def _why_not(op: int, reports, restored: bool) -> list[str]:
     lines = []
     for rep in reports:
         notes = {u.op: u.reason for u in (*rep.unsupported, *rep.declined)}
         reason = rep.error or notes.get(op, "supported, but left on the CPU")
+        if restored and rep.error and not rep.error.startswith("removed when "):
+            # the failure names one op; every other op is on the CPU because of it, not for a reason of its own
+            reason = f"the delegate failed while applied and TFLite restored the CPU plan ({rep.error})"
         lines.append(f"        not on {rep.delegate}: {reason or 'not supported'}")
     return lines
 
@@ -139,7 +142,7 @@ def cmd_partition(args: argparse.Namespace, extra: list[str]) -> int:
         shape = ", ".join(str(list(graph.tensors[t].shape)) for t in op.outputs if t >= 0)
         print(f"{i:>4}  {op.name:30s} {shape:22s} {where[i]}")
         if where[i] == "CPU":
-            for line in _why_not(i, delegation.per_delegate):
+            for line in _why_not(i, delegation.per_delegate, delegation.restored):
                 print(line)
     on_cpu = sum(1 for w in where.values() if w == "CPU")
     print(f"{len(graph.ops) - on_cpu} of {len(graph.ops)} ops delegated, {on_cpu} on the CPU")
@@ -148,6 +151,10 @@ def cmd_partition(args: argparse.Namespace, extra: list[str]) -> int:
     print("Delegation log:" if delegation.log else "Delegation log: (empty)")
     for line in delegation.log:
         print(line)
+    if delegation.restored:   # dtb benchmark stops here too; the table above is the plan TFLite fell back to
+        failed = delegation.per_delegate[-1]
+        raise TestbedError(f"Failed to apply {failed.delegate}: {failed.error} (TFLite restored the CPU plan "
+                           f"shown above; dtb benchmark stops here unless --cpu_fallback)")
     return 0
 
 
