@@ -104,9 +104,26 @@ def test_built_in_means_the_registry_s_own_classes_only():
     assert not is_builtin(Mine())
 
 
+class SlowPrepare(faulty_delegates.FaultyDelegate):
+    """A user's delegate whose prepare takes several budgets of host time (and then returns)."""
+
+    def __init__(self):
+        super().__init__("slow_prepare")   # no fault of the family: only the sleep below
+
+    def create_kernel(self, partition):
+        kernel = super().create_kernel(partition)
+        real = kernel.prepare
+        kernel.prepare = lambda: time.sleep(4 * BUDGET) or real()
+        return kernel
+
+
+def make_slow() -> SlowPrepare:
+    return SlowPrepare()
+
+
 def test_an_external_delegate_still_times_out_and_the_message_names_budget_and_flag(graph):
     with guard.time_budget(BUDGET):
-        it = Interpreter(graph=graph, experimental_delegates=[faulty_delegates.make_prepare_hangs()])
+        it = Interpreter(graph=graph, experimental_delegates=[make_slow()])
     log = " ".join(it.simulation.delegation.log)
     assert f"did not return within {BUDGET:g} s" in log
     assert "--delegate_timeout_secs" in log and "DTB_DELEGATE_TIMEOUT" in log
@@ -137,7 +154,7 @@ def test_every_command_that_runs_delegates_takes_the_budget_flag(argv, capsys):
 def test_the_flag_sets_the_budget_an_external_delegate_gets(capsys):
     code = main(["benchmark", "--zoo", "tiny_cnn", "--zoo_args", "resolution=16", "--device", "pixel4",
                  "--num_runs", "1", "--delegate_timeout_secs", str(BUDGET),
-                 "--external_delegate_path", "tests.faulty_delegates:make_prepare_hangs"])
+                 "--external_delegate_path", "tests.test_simulated_time:make_slow"])
     out, err = capsys.readouterr()
     assert code != 0 and "Traceback" not in err
     assert f"within {BUDGET:g} s" in out + err and "--delegate_timeout_secs" in out + err
