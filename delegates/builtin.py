@@ -33,9 +33,15 @@ class BuiltinDelegate(Delegate):
         partition (QNN's HTP: float16 only where a partition computes in float)."""
         return self.numeric_mode(partition.graph)
 
+    def float_nodes(self, partition) -> frozenset[int]:
+        """Nodes of the partition that run in float on a unit that otherwise computes in integer
+        (NNAPI hands an integer model's float ops to a float driver); none by default."""
+        return frozenset()
+
     def create_kernel(self, partition) -> DelegateKernel:
         # Imported here: delegates/kernel.py pulls in every kernel of runtime/ops, which a
         # delegate only needs once it runs a partition.
         from delegates.kernel import UnitKernel
 
-        return UnitKernel(partition, self.partition_mode(partition), self.unit_name)
+        floats = self.float_nodes(partition)
+        return UnitKernel(partition, self.partition_mode(partition), self.unit_name, floats)

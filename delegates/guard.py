@@ -1,10 +1,12 @@
-"""Delegate code on a watched thread: a call that outlives its time budget becomes a DelegateError.
+"""External delegate code on a watched thread: a call that outlives its time budget becomes a DelegateError.
 
-Every call into a delegate (its factory, is_node_supported, create_kernel, log_lines, prepare, invoke)
-runs on a worker thread (one per calling thread, reused) while the caller waits at most the budget for
+Every call into an external delegate (a "module:factory" path, a plugin, a user's own Delegate class:
+its factory, is_node_supported, create_kernel, log_lines, prepare, invoke) runs on a worker thread (one per calling thread, reused) while the caller waits at most the budget for
 it. A call that does not return in time is abandoned: Python cannot stop a thread, so the stuck call keeps
 its daemon thread (and whatever it holds) until the process exits, and later calls get a new worker.
 The budget is per call, not per batch: asking a delegate about 10,000 ops gives each answer the budget.
+The built-in delegates are never watched (delegates.registry.is_builtin): their work is charged in
+simulated time, so whether they succeed must not hang on how busy the host is.
 
 The budget defaults to DEFAULT_BUDGET_S, or to the DTB_DELEGATE_TIMEOUT environment variable (seconds);
 `set_budget` / `time_budget` change it (the CLI's --delegate_timeout_secs); 0 turns the watching off
@@ -24,7 +26,8 @@ from typing import Any, Callable, Iterator
 from runtime.ir.errors import DelegateError
 from runtime.ops.fast_jit import compile_seconds
 
-__all__ = ["DEFAULT_BUDGET_S", "DelegateTimeout", "budget", "set_budget", "time_budget", "call", "run"]
+__all__ = ["DEFAULT_BUDGET_S", "DelegateTimeout", "budget", "set_budget", "time_budget", "call", "run",
+           "timeout_message"]
 
 DEFAULT_BUDGET_S = 5.0
 _IDLE_S = 30.0      # a worker with nothing to do for this long ends; the next call starts another
@@ -47,7 +50,7 @@ _state = {"budget": _from_env()}
 
 
 def budget() -> float:
-    """Seconds each delegate call may take (0: not watched)."""
+    """Seconds each external delegate call may take (0: not watched)."""
     return _state["budget"]
 
 
@@ -113,6 +116,13 @@ class _Worker:
 _local = threading.local()
 
 
+def timeout_message(name: str, limit: float) -> str:
+    """What a user reads when an external delegate's call outlives the budget: the budget, and how to change it."""
+    return (f"{name} did not return within {limit:g} s, the time budget of an external delegate's call; "
+            f"the call was abandoned on its thread. Give --delegate_timeout_secs SECONDS (or set "
+            f"DTB_DELEGATE_TIMEOUT) for a longer budget, 0 for none")
+
+
 def run(body: Callable[[Callable[[str], None]], Any], what: str = "delegate call") -> Any:
     """body(mark) on the worker; body calls mark(what) before each delegate call, and each call
     gets the budget from its mark. Returns body's result or raises its exception unchanged;
@@ -138,8 +148,7 @@ def run(body: Callable[[Callable[[str], None]], Any], what: str = "delegate call
                     continue  # the call compiled kernels meanwhile: its budget moved on by that time
                 if worker.stamp is stamp:  # no new call started while we waited: this one is stuck
                     name = stamp[0] if stamp else what
-                    raise DelegateTimeout(f"{name} did not return within {limit:g} s (the delegate time "
-                                          f"budget); the call was abandoned on its thread") from None
+                    raise DelegateTimeout(timeout_message(name, limit)) from None
                 continue
             answered = True
             if ok:

@@ -62,7 +62,14 @@ def eight_bit_data(op: Op, graph: Graph) -> bool:
     return rk.input_dtype(op, graph, index) in _I8
 
 
-COMMON: tuple[Rule, ...] = (rank_at_most_4, eight_bit_data)
+def integer_tensors(op: Op, graph: Graph) -> bool:
+    """Hexagon holds 8-bit data and int32 only: an op reading or writing another type (an INT64
+    index, a float tensor inside the model) stays on the CPU."""
+    # the DSP kernel's own check at prepare (delegates/kernel.py): asked here so prepare never refuses
+    return rk.off_integer_path(op, graph) is None
+
+
+COMMON: tuple[Rule, ...] = (rank_at_most_4, eight_bit_data, integer_tensors)
 
 # -- per-op rules ------------------------------------------------------------------------------
 

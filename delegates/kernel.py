@@ -6,18 +6,17 @@ from typing import Mapping
 
 import numpy as np
 
+from delegates import rulekit as rk
 from delegates.api import DelegateKernel
 from runtime.ir.errors import DelegateError
-from runtime.ir.graph import DType, Graph
+from runtime.ir.graph import Graph
 from runtime.ops import Node, select_kernel
-from runtime.ir.optypes import OpType
 from sim import numerics as nm
 from sim.numerics import NumericMode
 
 __all__ = ["UnitKernel"]
 
 _VIEWS = (NumericMode.FLOAT32_VIEW, NumericMode.FLOAT16)
-_INTEGER_OK = (DType.INT8, DType.UINT8, DType.INT32)
 
 
 def _identity(node: Node, x: np.ndarray) -> np.ndarray:
@@ -28,10 +27,13 @@ class UnitKernel(DelegateKernel):
     """Runs a delegated partition's real math as the unit would: float16, a float view of an
     8-bit model, or integer kernels. Timing is charged separately by the simulator."""
 
-    def __init__(self, partition, mode: NumericMode | str, unit: str):
+    def __init__(self, partition, mode: NumericMode | str, unit: str, float_nodes: frozenset[int] = frozenset()):
         super().__init__(partition)
         self.mode = NumericMode.of(mode)
         self.unit = unit
+        # nodes the delegate hands to a unit that computes in float (NNAPI splits a model across
+        # drivers): an integer model's float ops run there, so the integer check leaves them out
+        self.float_nodes = frozenset(float_nodes)
         self._steps: list = []
         self._constants: dict[int, np.ndarray] = {}
 
@@ -60,17 +62,13 @@ class UnitKernel(DelegateKernel):
         return kernel, Node(i, op, view), op.inputs, op.outputs
 
     def _check_integer(self, graph: Graph) -> None:
+        """The delegates' support checks ask the same question (rulekit.off_integer_path) before
+        they accept an op for an integer unit, so this refuses only what a delegate of one's own
+        accepted wrongly."""
         for i in self.partition.nodes:
-            op = graph.ops[i]
-            # float is allowed only where the integer model meets the float world
-            edge = op.inputs if op.type is OpType.QUANTIZE else op.outputs if op.type is OpType.DEQUANTIZE else ()
-            for t in (*op.inputs, *op.outputs):
-                if t in edge:
-                    continue
-                if t >= 0 and not graph.tensors[t].is_constant and graph.tensors[t].dtype not in _INTEGER_OK:
-                    raise DelegateError(f"{graph.describe_op(i)}: {graph.describe_tensor(t)} is "
-                                        f"{graph.tensors[t].dtype.name}; the {self.unit} runs 8-bit integer "
-                                        f"models only")
+            t = None if i in self.float_nodes else rk.off_integer_path(graph.ops[i], graph)
+            if t is not None:
+                raise DelegateError(f"{graph.describe_op(i)}: {rk.integer_refusal(graph, t, self.unit)}")
 
     def invoke(self, inputs: Mapping[int, np.ndarray]) -> dict[int, np.ndarray]:
         graph, mode = self.partition.graph, self.mode

@@ -21,12 +21,14 @@ from delegates.api import YES, DelegateError, DelegateOptions, Rule, Support
 from delegates.builtin import BuiltinDelegate
 from runtime.ir.graph import DType, Graph, Op
 from runtime.ir.optypes import OpType
+from sim.cost import Precision
 from sim.npu import REFERENCE_DEVICE, NnapiDriver
 from sim.spec import NnapiDeviceSpec
 
 __all__ = ["NnapiDelegate", "NnapiOptions", "ExecutionPreference"]
 
 _DEVICE_SELECTION_API = 29  # ANeuralNetworks_getDevice and friends arrived with NNAPI 1.2
+_FLOAT_PRECISIONS = frozenset({Precision.FLOAT32, Precision.FLOAT16})
 
 
 class ExecutionPreference(enum.Enum):
@@ -58,6 +60,7 @@ class _Binding:
     level: int
     table: dict[OpType, tuple[Rule, ...]]
     after: tuple[Rule, ...]
+    runs_float: bool = True   # the device computes float ops (an integer model's float ops may run there)
 
 
 def _is_weight_expander(op: Op, graph: Graph) -> bool:
@@ -82,6 +85,7 @@ class NnapiDelegate(BuiltinDelegate):
         self.api_level = profile.api_level if profile is not None else 0
         self.driver = NnapiDriver(profile) if profile is not None else None
         self.warnings: list[str] = []
+        self._modes: "weakref.WeakKeyDictionary[Graph, str]" = weakref.WeakKeyDictionary()
         self._candidates = [self._bind(d) for d in self._devices()]
         self.unavailable = self._availability()
         self.platform_refusal = self._refusal()
@@ -124,8 +128,19 @@ class NnapiDelegate(BuiltinDelegate):
             f"The NNAPI driver reports that {device.name} does not support this op at its precision.",
             lambda op, graph: self.driver.supported_operations([device.name], [op], graph, relaxed)[0],
             "device_supports_op")
+        runs_float = bool(device.precisions & _FLOAT_PRECISIONS)
+        integer_only = () if runs_float else (self._integer_rule(device),)
         return _Binding(device, level, nnapi_rules.rule_table(level),
-                        (*nnapi_rules.common_rules(level), asks_driver))
+                        (*nnapi_rules.common_rules(level), asks_driver, *integer_only), runs_float)
+
+    def _integer_rule(self, device: NnapiDeviceSpec) -> Rule:
+        """An integer-only device runs an 8-bit model's ops in the unit's integer kernels, which hold
+        8-bit data and int32 only (delegates/kernel.py): the rule their prepare applies, asked first."""
+        return rk.rule(
+            f"{device.name} computes 8-bit integer models only: an op of an 8-bit model that reads or writes "
+            f"another type (a float tensor, an INT64 index) needs a device that computes in float.",
+            lambda op, graph: self._numeric_mode(graph) != "INTEGER" or rk.off_integer_path(op, graph) is None,
+            "integer_device_types")
 
     def _availability(self) -> str | None:
         if self.profile is None:
@@ -261,6 +276,13 @@ class NnapiDelegate(BuiltinDelegate):
 
     # -- execution ----------------------------------------------------------------------------
 
+    def _numeric_mode(self, graph: Graph) -> str:
+        """numeric_mode, once per model: the support rules ask it for every op."""
+        mode = self._modes.get(graph)
+        if mode is None:
+            mode = self._modes[graph] = self.numeric_mode(graph)
+        return mode
+
     def numeric_mode(self, graph: Graph) -> str:
         # any 8-bit activation (a model input feeding a DEQUANTIZE counts): the driver runs the
         # model's integer path; float16 is for float models only
@@ -308,3 +330,11 @@ class NnapiDelegate(BuiltinDelegate):
         rate, power = self.driver.preference_scales(device.name, self.config.execution_preference)
         return Scales(rate=rate * device.rate_scale, power=power)
 
+    def float_nodes(self, partition) -> frozenset[int]:
+        """The partition's nodes NNAPI runs on a device that computes in float (an integer model's
+        float ops on qti-gpu); the kernel runs on the main device's unit afterwards."""
+        graph = partition.graph
+        main, _ = self._model(graph)
+        floats = frozenset(i for i in partition.nodes if self._device_of(i, graph).runs_float)
+        self._adopt(main)
+        return floats

@@ -155,6 +155,13 @@ def pack_axis_not_last(op: Op, graph: Graph) -> bool:
     return axis != -1 and axis != len(graph.tensors[op.inputs[0]].shape)
 
 
+def int32_index_output(op: Op, graph: Graph) -> bool:
+    """NNAPI only supports int32 output."""
+    # NNAPIDelegateKernel::Validate, kTfLiteBuiltinArgMax / kTfLiteBuiltinArgMin
+    # (tensorflow/lite/delegates/nnapi/nnapi_delegate.cc): output_type must be kTfLiteInt32
+    return graph.tensors[op.outputs[0]].dtype is DType.INT32
+
+
 def dequantize_input(op: Op, graph: Graph) -> bool:
     """DEQUANTIZE input must be uint8 or int8."""
     return _first(op, graph) in _QUANT
@@ -254,6 +261,7 @@ def _specific(level: int) -> dict[OpType, tuple[Rule, ...]]:
         T.TRANSPOSE_CONV: (constant_transpose_conv_inputs,),
         T.SPLIT: (constant_int32_axis,), T.SPLIT_V: (constant_int32_axis,),
         T.GATHER: (int32_positions,),
+        T.ARG_MAX: (int32_index_output,), T.ARG_MIN: (int32_index_output,),
         T.PACK: (pack_axis_not_last,),
         T.DEQUANTIZE: (dequantize_input,),
         T.QUANTIZE: (r["uint8_output_before_1_3"], quant_scale_positive),

@@ -7,7 +7,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from delegates.api import Delegate, DelegateError
+from delegates.api import Delegate, DelegateError, DelegateOptions
 from delegates.coreml import CoreMlDelegate, CoreMlDevices, CoreMlOptions
 from delegates.external import FALSE, TRUE, parse_bool, coerce, load_external, parse_external_options
 from delegates.gpu import GpuBackend, GpuDelegate, GpuOptions, InferencePreference, Priority
@@ -17,7 +17,7 @@ from delegates.nnapi import ExecutionPreference, NnapiDelegate, NnapiOptions
 from delegates import qnn
 from delegates.qnn import QnnDelegate, QnnOptions
 
-__all__ = ["PROVIDERS", "Provider", "BUILTIN", "CLASSES", "make_delegate", "parse_flags", "flag_table"]
+__all__ = ["PROVIDERS", "Provider", "BUILTIN", "CLASSES", "make_delegate", "parse_flags", "flag_table", "is_builtin", "default_limits"]
 
 
 def make_delegate(name: str, profile=None, **options: Any) -> Delegate:
@@ -222,3 +222,24 @@ CLASSES: dict[str, type[Delegate]] = {kind.value: p.delegate for kind, p in PROV
 # --use_gpu and the like, and an external delegate's path, turn a delegate on.
 _SWITCHES = {**{kind.flag: kind.value for kind in PROVIDERS}, "external_delegate_path": EXTERNAL}
 _FROM_FLAGS = {**{kind.value: p.from_flags for kind, p in PROVIDERS.items()}, EXTERNAL: _external}
+
+
+def is_builtin(delegate: Delegate) -> bool:
+    """Whether `delegate` is one of the built-in simulated delegates (its exact class, not a user's subclass):
+    their work is charged in simulated time, so no host-time budget watches their calls; any other
+    delegate (external, a plugin, a user's Python class) runs the user's code and is watched."""
+    return type(delegate) in _BUILTIN_TYPES
+
+
+_BUILTIN_TYPES = frozenset(CLASSES.values())
+
+
+def default_limits(kind: str) -> tuple[DelegateOptions, DelegateOptions]:
+    """The partition limits a built-in kind gets by default each way in: (a bare --use_<kind> of
+    benchmark_model's flags: dtb benchmark, dtb partition; the delegate's own options default:
+    dtb run scenarios, make_delegate, the Python API). They differ where TFLite's do: NNAPI's
+    provider passes --max_delegated_partitions=0 (no limit) while StatefulNnApiDelegate::Options
+    keeps max_number_delegated_partitions = 3."""
+    provider = PROVIDERS[DelegateKind(kind)]
+    flags = {name: default for name, (_, default) in _FLAGS.items()}
+    return provider.from_flags(flags, None).options, provider.build(provider.options(), None).options

@@ -12,7 +12,7 @@ from runtime.ir.options import Activation, GenericOptions
 
 __all__ = ["RuleTable", "EIGHT_BIT", "FLOATS", "rule", "doc", "judge", "tensor", "input_dtype",
            "live_tensors", "option", "activation", "is_const", "const_values", "max_version",
-           "rank_at_most"]
+           "rank_at_most", "INTEGER_KERNEL_TYPES", "off_integer_path", "integer_refusal"]
 
 RuleTable = Mapping[OpType, tuple[Rule, ...]]
 
@@ -115,3 +115,29 @@ def rank_at_most(limit: int, reason: str) -> Rule:
         return all(len(graph.tensors[t].shape) <= limit for t in (*op.inputs, *op.outputs) if t >= 0)
 
     return rule(reason, test, f"rank_at_most_{limit}")
+
+
+# -- the integer kernels' own limit ------------------------------------------------------------
+
+# What a built-in delegate's kernel holds in NumericMode.INTEGER (delegates/kernel.py): 8-bit data
+# and int32 (biases, indices, shapes). Its prepare refuses anything else, so a support check that
+# accepts an op for an integer unit must ask this same question first.
+INTEGER_KERNEL_TYPES = frozenset({DType.INT8, DType.UINT8, DType.INT32})
+
+
+def off_integer_path(op: Op, graph: Graph) -> int | None:
+    """The first run-time tensor of `op` an integer unit cannot hold, or None. Float is allowed
+    only where the integer model meets the float world: a QUANTIZE's input, a DEQUANTIZE's output."""
+    edge = op.inputs if op.type is OpType.QUANTIZE else op.outputs if op.type is OpType.DEQUANTIZE else ()
+    for t in (*op.inputs, *op.outputs):
+        if t < 0 or t in edge:
+            continue
+        tensor_ = graph.tensors[t]
+        if not tensor_.is_constant and tensor_.dtype not in INTEGER_KERNEL_TYPES:
+            return t
+    return None
+
+
+def integer_refusal(graph: Graph, t: int, unit: str) -> str:
+    """Why an integer unit cannot run an op touching tensor `t`: the words of the support check and of prepare."""
+    return f"{graph.describe_tensor(t)} is {graph.tensors[t].dtype.name}; the {unit} runs 8-bit integer models only"

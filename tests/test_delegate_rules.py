@@ -77,10 +77,21 @@ CONFIGS: dict[str, list[Callable[[], Delegate]]] = {
     "gpu": [GpuDelegate, lambda: GpuDelegate(GpuOptions(enable_quant=False))],
     "hexagon": [hexagon],
     "coreml": [lambda: coreml(2), lambda: coreml(3)],
-    "nnapi": [functools.partial(nnapi, api) for api in range(27, 36)] + [lambda: nnapi(27, level=0)],
+    "nnapi": [functools.partial(nnapi, api) for api in range(27, 36)] + [lambda: nnapi(27, level=0),
+                                                                        lambda: integer_nnapi()],
     "qnn": [qnn, lambda: qnn(htp_precision=HtpPrecision.QUANTIZED), lambda: qnn(fp16=False),
             lambda: qnn(backend_type=QnnBackend.GPU)],
 }
+
+
+def integer_nnapi() -> NnapiDelegate:
+    """NNAPI whose one device computes 8-bit integers only (a DSP or an Edge TPU)."""
+    return nnapi(precisions={Precision.INT8})
+
+
+def arg_max(out: DType) -> OneOp:
+    """ARG_MAX of a float image over its channels, writing indices of type `out`."""
+    return single_op(T.ARG_MAX, [live(IMG, F, "x"), const([3], I32, "axis")], live(IMG[:3], out, "y"))
 
 
 def at(api: int, **kw) -> Callable[[], NnapiDelegate]:
@@ -285,6 +296,8 @@ GPU = [
 HEXAGON = [
     case("hexagon", "rank_at_most_4", binary(T.ADD, I8), binary(T.ADD, I8, shapes=((1,) + IMG,) * 2)),
     case("hexagon", "eight_bit_data", binary(T.ADD, U8), binary(T.ADD, F)),
+    case("hexagon", "integer_tensors", unary(T.RELU, I8, version=2),
+         unary(T.RELU, I8, out=live(IMG, I64, "y"), version=2)),
     case("hexagon", "max_version_1", with_operand(T.RESHAPE, [1, 48], I8, out_shape=(1, 48)),
          with_operand(T.RESHAPE, [1, 48], I8, out_shape=(1, 48), version=2)),
     case("hexagon", "max_version_2", unary(T.SOFTMAX, I8, version=2), unary(T.SOFTMAX, I8, version=3)),
@@ -434,6 +447,9 @@ NNAPI = [
          bad_with=lambda: nnapi(precisions={Precision.FLOAT32})),
     case("nnapi", "hybrid_since_1_2", hybrid_conv(), hybrid_conv(), ok_with=at(29), bad_with=at(28)),
     case("nnapi", "not_hybrid", sequence_lstm(), sequence_lstm(I8)),
+    case("nnapi", "int32_index_output", arg_max(I32), arg_max(I64)),
+    case("nnapi", "integer_device_types", binary(T.ADD, I8), unary(T.RELU, I8, out=live(IMG, I64, "y")),
+         ok_with=integer_nnapi, bad_with=integer_nnapi),
 ]
 
 def operands(kind, *values, dtype=F, shape=IMG, const_at=None, out_shape=None, options=None) -> OneOp:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
+import sys
 from dataclasses import dataclass
 
 from runtime.cli.common import (PROVIDER_NAMES, add_device_flag, add_model_flags, check_writable, cpp_float,
-                                delegate_kinds, delegate_tool_parser, echo_log, profile_from_flags, model_from_flags,
+                                delegate_kinds, delegate_tool_parser, echo_log, flag_default_notes, profile_from_flags, model_from_flags,
                                 parse_delegate_flags, tflite_bool, to_us, uniform_inputs, write_atomic, zoo_args_text)
 from runtime.cli.profile_tables import Stat, memory_lines, profile_nodes, profiling_report
 from runtime.limits import counts as limits
@@ -22,7 +22,7 @@ from runtime.measure.footprint import memory_record
 from runtime.measure.record import strict_json, unit_footprint
 from runtime.measure.chrome_trace import chrome_trace
 
-__all__ = ["add_parser", "cmd_benchmark", "threads", "delegate_budget", "count_at_most"]
+__all__ = ["add_parser", "cmd_benchmark", "threads", "count_at_most"]
 
 _INPUT_SEED = 0
 PROGRESS_DELAY_S = 2.0   # host seconds of runs before dtb benchmark shows its progress
@@ -57,11 +57,6 @@ def _seconds(text: str) -> float:
     return value
 
 
-def delegate_budget(text: str) -> float:
-    """--delegate_timeout_secs: seconds each delegate call may take (0: not watched)."""
-    return _seconds(text)
-
-
 def add_parser(sub) -> None:
     sp = delegate_tool_parser(
         sub, "benchmark", allow_abbrev=False,
@@ -89,9 +84,6 @@ def add_parser(sub) -> None:
     flag("--timing_only", help="skip the math; times are the same, outputs are not computed")
     flag("--cpu_fallback", help="when a delegate fails (while it is applied or in an invoke), go on on the CPU "
                                 "as TFLite's InvokeWithCPUFallback does, instead of stopping")
-    sp.add_argument("--delegate_timeout_secs", type=delegate_budget, default=None, metavar="SECONDS",
-                    help="time budget of each delegate call (default 5, or $DTB_DELEGATE_TIMEOUT; 0: none); "
-                         "a call that outlives it is a delegate error and is abandoned on its thread")
     sp.add_argument("--output_json", metavar="FILE", help="write this run as one results.json record")
     sp.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto, chrome://tracing)")
     sp.set_defaults(fn=cmd_benchmark, parser=sp)
@@ -204,6 +196,8 @@ def _prepare(args: argparse.Namespace, extra: list[str]):
                          num_threads=args.num_threads, timing_only=args.timing_only)
     for line in _applied_lines(it.simulation.delegation, kinds, args.require_full_delegation, args.cpu_fallback):
         print(line)
+    for note in flag_default_notes(kinds, it.simulation.delegation.per_delegate):   # stderr: not benchmark_model's
+        print(f"{args.parser.prog}: note: {note}", file=sys.stderr)
     for i in it.estimated_ops:  # timing-only: an op with no kernel is costed from its shapes and bytes
         print(f"estimated: no kernel for {model.graph.describe_op(i)}; its time is costed from its shapes and bytes")
     it.allocate_tensors()
@@ -214,15 +208,6 @@ def _prepare(args: argparse.Namespace, extra: list[str]):
 
 
 def cmd_benchmark(args: argparse.Namespace, extra: list[str]) -> int:
-    from delegates.guard import time_budget
-
-    budget = time_budget(args.delegate_timeout_secs) if args.delegate_timeout_secs is not None \
-        else contextlib.nullcontext()
-    with budget:
-        return _benchmark(args, extra)
-
-
-def _benchmark(args: argparse.Namespace, extra: list[str]) -> int:
     check_writable(args.output_json, args.trace)
     profile, model, kinds, it, feed = _prepare(args, extra)
     simulation = it.simulation

@@ -20,9 +20,8 @@ from runtime.ir.graph import Graph
 from runtime.model.loader import CALIBRATION_SAMPLES, FLAGS, QUANTIZATIONS, ModelSource
 from runtime.model.loader import load_model
 
-__all__ = ["LoadedModel", "PROVIDER_NAMES", "QUANTIZATIONS", "add_device_flag", "add_model_flags", "check_writable", "cpp_float",
-           "delegate_kinds", "echo_log", "gaussian_inputs", "profile_from_flags", "model_from_flags",
-           "parse_delegate_flags",
+__all__ = ["LoadedModel", "PROVIDER_NAMES", "QUANTIZATIONS", "add_delegate_budget_flag", "add_device_flag", "add_model_flags", "check_writable", "cpp_float",
+           "delegate_budget", "delegate_budget_scope", "delegate_kinds", "flag_default_notes", "scenario_default_notes", "echo_log", "gaussian_inputs", "profile_from_flags", "model_from_flags", "parse_delegate_flags",
            "to_us", "tflite_bool", "uniform_inputs", "warn_refusals", "write_atomic", "zoo_args_text"]
 
 # DelegateProvider::GetName() of TFLite's providers (tflite/tools/delegates/*_delegate_provider.cc).
@@ -93,8 +92,41 @@ def delegate_tool_parser(sub, name: str, **kwargs) -> argparse.ArgumentParser:
     --help adds them, grouped by provider, just before printing."""
     sp = sub.add_parser(name, add_help=False, **kwargs)
     sp.add_argument("-h", "--help", action=_DelegateFlagsHelp, help="show this help message and exit")
+    add_delegate_budget_flag(sp)
     sp.set_defaults(takes_delegate_flags=True)
     return sp
+
+
+DELEGATE_BUDGET_HELP = ("time budget of each call into an external delegate (--external_delegate_path, a plugin, "
+                        "a scenario's external: entry), in host seconds (default 5, or $DTB_DELEGATE_TIMEOUT; "
+                        "0: none); a call that outlives it is a delegate error. Built-in delegates run in "
+                        "simulated time and are never timed out")
+
+
+def delegate_budget(text: str) -> float:
+    """--delegate_timeout_secs: host seconds each external delegate call may take (0: not watched)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, not {text!r}") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError("must be a number of seconds >= 0")
+    return value
+
+
+def add_delegate_budget_flag(sp: argparse.ArgumentParser) -> None:
+    """--delegate_timeout_secs, on every command that may run an external delegate."""
+    sp.add_argument("--delegate_timeout_secs", type=delegate_budget, default=None, metavar="SECONDS",
+                    help=DELEGATE_BUDGET_HELP)
+
+
+def delegate_budget_scope(seconds: float | None):
+    """The external delegates' time budget for a command's run: `seconds`, or the default when None."""
+    if seconds is None:
+        return contextlib.nullcontext()
+    from delegates.guard import time_budget
+
+    return time_budget(seconds)
 
 
 class _DelegateFlagsHelp(argparse.Action):
@@ -196,6 +228,54 @@ def delegate_kinds(delegates: Sequence) -> list[str]:
     from delegates.registry import CLASSES
 
     return [next((k for k, cls in CLASSES.items() if isinstance(d, cls)), "external") for d in delegates]
+
+
+def _limit(limit: int) -> str:
+    return "max_delegated_partitions 0: no limit" if limit <= 0 else f"max_delegated_partitions {limit}"
+
+
+def flag_default_notes(kinds: Sequence[str], reports: Sequence) -> list[str]:
+    """dtb benchmark / dtb partition: where a built-in delegate cut with other limits than its own
+    default (what dtb run and the Python API use) and that default would have cut the graph
+    otherwise, one line saying so and how to get the other cut."""
+    from delegates.registry import BUILTIN, default_limits
+
+    notes = []
+    for kind, rep in zip(kinds, reports):
+        if kind not in BUILTIN or rep.error:
+            continue
+        flags, own = (o.max_delegated_partitions for o in default_limits(kind))
+        used = rep.max_delegated_partitions
+        if used != own and 0 < own < rep.partitions:
+            source = ", benchmark_model's flag default" if used == flags else ""
+            notes.append(f"{rep.delegate} kept {rep.partitions} partitions ({_limit(used)}{source}); the "
+                         f"delegate's own default, which `dtb run` scenarios "
+                         f"and the Python API use, is {_limit(own)} and keeps only the {own} largest: give "
+                         f"--max_delegated_partitions={own} for that cut")
+    return notes
+
+
+def scenario_default_notes(records: Sequence[dict]) -> list[str]:
+    """dtb run: where a cell's built-in delegate left supported ops on the CPU under limits other
+    than benchmark_model's flag defaults (what dtb benchmark and dtb partition use), one line per
+    delegate and limit saying so and how to get their cut."""
+    from delegates.registry import BUILTIN, default_limits
+
+    cells: dict[tuple, list[str]] = {}
+    for rec in records:
+        for d in rec.get("delegates", []):
+            if d.get("kind") not in BUILTIN or not d.get("over_partition_limit"):
+                continue
+            flags = default_limits(d["kind"])[0].max_delegated_partitions
+            used = d.get("max_delegated_partitions", flags)
+            if 0 < used and (flags <= 0 or used < flags):   # the flags' cut would keep more partitions
+                key = (d["name"], d["kind"], used, flags)
+                cells.setdefault(key, []).append(str(rec.get("label") or rec.get("scenario", "")))
+    return [f"{name} kept at most {used} partitions ({_limit(used)}) in {len(labels)} cell(s) "
+            f"({', '.join(labels[:3])}{', ...' if len(labels) > 3 else ''}), leaving supported ops on the CPU; "
+            f"`dtb benchmark --use_{kind}` and `dtb partition` use {_limit(flags)} (benchmark_model's flag "
+            f"default): give `{kind}: {{max_delegated_partitions: {flags}}}` in the scenario for their cut"
+            for (name, kind, used, flags), labels in cells.items()]
 
 
 class _StdoutHandler(logging.Handler):

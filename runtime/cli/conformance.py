@@ -8,6 +8,7 @@ import sys
 from typing import Sequence
 
 from delegates.registry import BUILTIN
+from runtime.cli.common import add_delegate_budget_flag, delegate_budget_scope
 
 __all__ = ["main", "build_parser"]
 
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="generated instances per op and dtype (default 10)")
     parser.add_argument("--seed", type=int, default=0, help="generation seed; a seed always gives the same cases")
     parser.add_argument("--ops", default=None, help="comma-separated op types, e.g. CONV_2D,ADD (default: all)")
+    add_delegate_budget_flag(parser)
     return parser
 
 
@@ -54,7 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
-        report = run_conformance(_factory(args, parser), args.device, args.examples, args.seed, ops)
+        with delegate_budget_scope(args.delegate_timeout_secs):
+            report = run_conformance(_factory(args, parser), args.device, args.examples, args.seed, ops)
     except Exception as exc:  # bad factory path, unknown device or op: one line, exit 1
         print(f"dtb conformance: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1

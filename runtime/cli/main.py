@@ -18,7 +18,7 @@ from runtime.cli import eval as cli_eval
 from runtime.cli import tools as cli_tools
 
 from runtime.limits import memory
-from runtime.cli.common import add_model_flags, check_writable, model_from_flags
+from runtime.cli.common import add_model_flags, check_writable, delegate_budget_scope, model_from_flags
 from runtime.ir.errors import TestbedError
 from runtime.interpreter.api import Interpreter
 from runtime.ops import KERNELS
@@ -137,7 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The newer tools name themselves in errors as argparse does ("dtb benchmark: error: ...").
     prefix = sp.prog if sp is not None else "dtb"
     try:
-        with memory.limit_scope(getattr(args, "memory_limit_mb", None)):  # every Interpreter the command builds
+        # every Interpreter the command builds; the budget of every external delegate's call it makes
+        with memory.limit_scope(getattr(args, "memory_limit_mb", None)), \
+                delegate_budget_scope(getattr(args, "delegate_timeout_secs", None)):
             return args.fn(args, extra) if sp is not None else args.fn(args)
     except TestbedError as exc:
         message = " ".join(str(exc).splitlines())  # one line, whatever a name in the file held

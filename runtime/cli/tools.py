@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 
 from delegates.kinds import BUILTIN_KINDS
-from runtime.cli.benchmark import delegate_budget, threads
-from runtime.cli.common import (add_device_flag, add_model_flags, cpp_float, delegate_tool_parser, echo_log,
-                                gaussian_inputs, profile_from_flags, model_from_flags, parse_delegate_flags, to_us,
-                                warn_refusals, write_atomic)
+from runtime.cli.benchmark import threads
+from runtime.cli.common import (add_delegate_budget_flag, add_device_flag, add_model_flags, cpp_float,
+                                delegate_kinds, delegate_tool_parser, echo_log, flag_default_notes,
+                                gaussian_inputs, profile_from_flags, model_from_flags, parse_delegate_flags,
+                                scenario_default_notes, to_us, warn_refusals, write_atomic)
 from runtime.cli.profile_tables import Stat
 from runtime.ir.errors import TestbedError
 from runtime.interpreter.api import Interpreter
@@ -131,11 +132,14 @@ def _where(delegation) -> dict[int, str]:
     return where
 
 
-def _why_not(op: int, reports) -> list[str]:
+def _why_not(op: int, reports, restored: bool) -> list[str]:
     lines = []
     for rep in reports:
         notes = {u.op: u.reason for u in (*rep.unsupported, *rep.declined)}
         reason = rep.error or notes.get(op, "supported, but left on the CPU")
+        if restored and rep.error and not rep.error.startswith("removed when "):
+            # the failure names one op; every other op is on the CPU because of it, not for a reason of its own
+            reason = f"the delegate failed while applied and TFLite restored the CPU plan ({rep.error})"
         lines.append(f"        not on {rep.delegate}: {reason or 'not supported'}")
     return lines
 
@@ -157,13 +161,19 @@ def cmd_partition(args: argparse.Namespace, extra: list[str]) -> int:
         shape = ", ".join(str(list(graph.tensors[t].shape)) for t in op.outputs if t >= 0)
         print(f"{i:>4}  {op.name:30s} {shape:22s} {where[i]}")
         if where[i] == "CPU":
-            for line in _why_not(i, delegation.per_delegate):
+            for line in _why_not(i, delegation.per_delegate, delegation.restored):
                 print(line)
     on_cpu = sum(1 for w in where.values() if w == "CPU")
     print(f"{len(graph.ops) - on_cpu} of {len(graph.ops)} ops delegated, {on_cpu} on the CPU")
+    for note in flag_default_notes(delegate_kinds(delegates), delegation.per_delegate):
+        print(f"note: {note}")
     print("Delegation log:" if delegation.log else "Delegation log: (empty)")
     for line in delegation.log:
         print(line)
+    if delegation.restored:   # dtb benchmark stops here too; the table above is the plan TFLite fell back to
+        failed = delegation.per_delegate[-1]
+        raise TestbedError(f"Failed to apply {failed.delegate}: {failed.error} (TFLite restored the CPU plan "
+                           f"shown above; dtb benchmark stops here unless --cpu_fallback)")
     return 0
 
 
@@ -260,11 +270,9 @@ def _summary(records: list[dict]) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
-    import contextlib
     import signal
     import threading
 
-    from delegates.guard import time_budget
     from runtime.report.progress import Progress
     from runtime.sweep.runner import run_file
 
@@ -273,20 +281,19 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     main = threading.current_thread() is threading.main_thread()
     # SIGTERM ends the run as Ctrl-C does, so the output folder's lock and staging files are cleaned up
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if main else None
-    budget = (time_budget(args.delegate_timeout_secs) if args.delegate_timeout_secs is not None
-              else contextlib.nullcontext())
     prog = args.parser.prog if getattr(args, "parser", None) is not None else "dtb run"
     progress = Progress(prog, "cell")
     try:
-        with budget:
-            results = run_file(args.scenario, args.output, progress, args.allow_external_delegates, args.overwrite,
-                               resume=args.resume, executor=args.executor, workers=args.workers, yes=args.yes,
-                               budget=args.delegate_timeout_secs)
+        results = run_file(args.scenario, args.output, progress, args.allow_external_delegates, args.overwrite,
+                           resume=args.resume, executor=args.executor, workers=args.workers, yes=args.yes,
+                           budget=args.delegate_timeout_secs)
     finally:
         progress.close()   # before any error line: the bar or the timer's lines never cut into it
         if main:
             signal.signal(signal.SIGTERM, previous)
     warn_refusals(prog, [r["platform_refusal"] for r in results["records"] if r.get("platform_refusal")])
+    for note in scenario_default_notes(results["records"]):
+        print(f"{prog}: note: {note}", file=sys.stderr)
     for line in _summary(results["records"]):
         print(line)
     from runtime.report.apps import summary_lines
@@ -372,8 +379,7 @@ def add_parsers(sub) -> None:
                     help="replace another scenario's results in the output directory")
     sp.add_argument("--check", action="store_true",
                     help="load the scenario and check every cell (phones, delegates, inputs); run nothing")
-    sp.add_argument("--delegate_timeout_secs", type=delegate_budget, default=None, metavar="SECONDS",
-                    help="time budget of each delegate call (default 5, or $DTB_DELEGATE_TIMEOUT; 0: none)")
+    add_delegate_budget_flag(sp)
     sp.add_argument("--resume", action="store_true",
                     help="keep the cells the output folder's results.db holds from a run that was stopped, and run "
                          "the rest (refused if the scenario changed those cells)")

@@ -1,4 +1,4 @@
-"""A delegated partition's invoke, watched and checked: the kernel must hand back the partition's outputs
+"""A delegated partition's invoke, checked (and, for an external delegate, watched): the kernel must hand back the partition's outputs
 as the CPU holds them (a NumPy array of the tensor's type and shape each), or the invoke is a DelegateError
 naming the delegate, the tensor, what was expected and what came back."""
 
@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from delegates import guard
+from delegates.registry import is_builtin
 from runtime.ir.errors import DelegateError
 from runtime.ir.graph import Graph
 
@@ -17,13 +18,14 @@ __all__ = ["invoke_partition"]
 
 def invoke_partition(step, inputs: Mapping[int, np.ndarray], graph: Graph,
                      shapes: Sequence[tuple[int, ...]]) -> tuple[dict[int, np.ndarray], list[int]]:
-    """Run step.kernel.invoke(inputs) within the delegate time budget (delegates.guard) and check its
-    result. Returns the outputs by tensor index and the output tensors holding NaN or infinity
+    """Run step.kernel.invoke(inputs) and check its result: an external delegate's within the time
+    budget (delegates.guard), a built-in one's unwatched (its cost is simulated time, never the host's). Returns the outputs by tensor index and the output tensors holding NaN or infinity
     (which are not an error: the caller flags them)."""
     name = step.delegate.name
     what = f"{name} invoke"
     try:
-        outputs = guard.call(what, step.kernel.invoke, inputs)
+        outputs = (step.kernel.invoke(inputs) if is_builtin(step.delegate)
+                   else guard.call(what, step.kernel.invoke, inputs))
     except DelegateError:
         raise
     except Exception as exc:  # the delegate's own bug: InvokeWithCPUFallback treats it as a delegate error

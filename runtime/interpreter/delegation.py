@@ -10,6 +10,7 @@ from typing import Collection, Sequence, Union
 import numpy as np
 
 from delegates import guard
+from delegates.registry import is_builtin
 from delegates.api import Delegate, DelegateKernel, DelegationSummary, Support
 from runtime.ir.errors import DelegateError
 from runtime.ir.graph import DType, Graph, Op, OpType
@@ -68,6 +69,10 @@ class DelegateReport:
     declined: tuple[UnsupportedOp, ...] = ()
     error: str = ""
     platform_refusal: str = ""   # the phone offers none of this delegate (Delegate.platform_refusal)
+    max_delegated_partitions: int = 0   # the limits it was cut with (its DelegateOptions; <= 0: none)
+    min_nodes_per_partition: int = 0
+    over_limit: int = 0                 # supported nodes left out by max_delegated_partitions alone
+
 
 
 @dataclass(frozen=True)
@@ -107,8 +112,9 @@ def apply_delegates(graph: Graph, delegates: Sequence[Delegate], dynamic: Collec
     and never offered again). Nothing is raised to the caller:
 
     - an exception from a delegate removes every delegate, as TFLite's RemoveAllDelegates: the
-      original CPU plan comes back, the log says so, and no later delegate is applied. So does a
-      callback that does not return within the time budget (delegates.guard), an answer that is
+      original CPU plan comes back, the log says so, and no later delegate is applied. So does an
+      external delegate's callback that does not return within the time budget (delegates.guard;
+      built-in delegates run in simulated time and are never watched), an answer that is
       not a Support or bool, a kernel that is not a DelegateKernel, or a delegate whose name, unit
       or options are unsound;
     - a delegate without `allows_dynamic_tensors`, on a plan where a node writes one of the
@@ -163,8 +169,14 @@ def _apply_one(graph: Graph, plan: Plan, delegate: Delegate, log: list[str],
     _prepare(created, delegate, node_number)
     taken = {plan[i].op for i in selected}
     refused = tuple(n for n in answers.notes if n.op not in taken)
-    report = DelegateReport(delegate.name, len(selected), len(plan), len(created), refused,
-                            _declined(graph, plan, preview, chosen, options), platform_refusal=_refusal(delegate))
+    declined = _declined(graph, plan, preview, chosen, options)
+    kept = {id(c) for c in chosen}
+    over = sum(len(s.nodes) for s in preview if s.delegated and id(s) not in kept
+               and len(s.nodes) >= options.min_nodes_per_partition)
+    report = DelegateReport(delegate.name, len(selected), len(plan), len(created), refused, declined,
+                            platform_refusal=_refusal(delegate),
+                            max_delegated_partitions=options.max_delegated_partitions,
+                            min_nodes_per_partition=options.min_nodes_per_partition, over_limit=over)
     return new_plan, report
 
 
@@ -173,10 +185,11 @@ def _refusal(delegate: Delegate) -> str:
     return refusal if isinstance(refusal, str) else ""
 
 
-def _watched(what: str, body):
-    """body(call) on the delegate's watched thread (delegates.guard), where call(name, fn, *args)
-    runs one callback within the time budget; any exception or overrun becomes a delegate failure.
-    One hand-off to the thread for a whole loop of callbacks, not one per callback."""
+def _watched(delegate: Delegate, what: str, body):
+    """body(call), where call(name, fn, *args) runs one callback; any exception becomes a delegate
+    failure. An external delegate's callbacks run on its watched thread (delegates.guard), each
+    within the time budget, one hand-off for a whole loop of callbacks; a built-in delegate's run
+    here, unwatched, so its outcome never hangs on how busy the host is."""
     def run(mark):
         def call(name: str, fn, *args):
             mark(name)
@@ -189,7 +202,7 @@ def _watched(what: str, body):
         return body(call)
 
     try:
-        return guard.run(run, what)
+        return run(lambda _: None) if is_builtin(delegate) else guard.run(run, what)
     except _Failure:
         raise
     except Exception as exc:  # a call past the budget, or SystemExit and the like from delegate code
@@ -259,7 +272,7 @@ def _rebuild(graph: Graph, plan: Plan, subsets: Sequence[Subset],
             steps.append(created[-1])
         return tuple(steps), tuple(created)
 
-    return _watched(what, body)
+    return _watched(delegate, what, body)
 
 
 def _prepare(created: Sequence[DelegateStep], delegate: Delegate, node_number: int) -> None:
@@ -272,7 +285,7 @@ def _prepare(created: Sequence[DelegateStep], delegate: Delegate, node_number: i
             call(what, step.kernel.prepare)
 
     try:
-        _watched(what, body)
+        _watched(delegate, what, body)
     except _Failure as failure:  # Subgraph::PrepareOpsStartingAt names the node
         raise _Failure(*failure.lines, f"Node number {current[0]} ({delegate.name}) failed to prepare.") from None
 
@@ -290,9 +303,9 @@ class _Answers:
 
     @classmethod
     def collect(cls, graph: Graph, plan: Plan, delegate: Delegate) -> "_Answers":
-        """Every answer, asked on the delegate's watched thread, each question within the budget."""
+        """Every answer; an external delegate's asked on its watched thread, each within the budget."""
         what = f"{delegate.name} is_node_supported"
-        return _watched(what, lambda call: cls._collect(graph, plan, delegate, call, what))
+        return _watched(delegate, what, lambda call: cls._collect(graph, plan, delegate, call, what))
 
     @classmethod
     def _collect(cls, graph: Graph, plan: Plan, delegate: Delegate, call, what: str) -> "_Answers":
@@ -333,10 +346,10 @@ class _Answers:
 
 
 def _log_lines(delegate: Delegate, summary: DelegationSummary) -> list[str]:
-    """The delegate's own line(s) before the graph is rewritten (its log_lines hook), asked on its
-    watched thread like every other callback of the application."""
+    """The delegate's own line(s) before the graph is rewritten (its log_lines hook), asked like
+    every other callback of the application (an external delegate's on its watched thread)."""
     what = f"{delegate.name} log_lines"
-    lines = _watched(what, lambda call: call(what, delegate.log_lines, summary))
+    lines = _watched(delegate, what, lambda call: call(what, delegate.log_lines, summary))
     if not isinstance(lines, (list, tuple)) or not all(isinstance(line, str) for line in lines):
         raise _Failure(f"{what} returned {_kind(lines)}, not a list of str")
     return list(lines)

@@ -41,7 +41,11 @@ def delegate_records(delegation, kinds: Sequence[str]) -> list[dict]:
     for kind, rep in zip(kinds, delegation.per_delegate):
         out.append({"kind": kind, "name": rep.delegate, "nodes_delegated": rep.nodes_delegated,
                     "total_nodes": rep.total_nodes, "partitions": rep.partitions,
-                    "unsupported": [{"op": u.op, "name": u.name, "reason": u.reason} for u in rep.unsupported]})
+                    "unsupported": [{"op": u.op, "name": u.name, "reason": u.reason} for u in rep.unsupported],
+                    # the cut's limits, and the supported ops they left on the CPU
+                    "max_delegated_partitions": rep.max_delegated_partitions,
+                    "min_nodes_per_partition": rep.min_nodes_per_partition, "declined": len(rep.declined),
+                    "over_partition_limit": rep.over_limit})
         if rep.error:  # the delegate failed while applied (TFLite restored the plan), or was not applied
             out[-1]["error"] = rep.error
     return out
