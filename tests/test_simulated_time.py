@@ -50,9 +50,9 @@ def _figures(graph, kind: str, device: str) -> tuple:
     it.set_tensor(graph.inputs[0], _input(graph))
     for _ in range(2):
         it.invoke()
-    sim = it.simulation
-    energy = sum(iv.end - iv.start for iv in sim.soc.trace.intervals)
-    return (tuple(sorted(sim.delegation.placement().items())), tuple(sim.latencies), energy,
+    simulation = it.simulation
+    energy = sum(iv.end - iv.start for iv in simulation.soc.trace.intervals)
+    return (tuple(sorted(simulation.delegation.placement().items())), tuple(simulation.latencies), energy,
             it.get_tensor(graph.outputs[0]).tobytes())
 
 
