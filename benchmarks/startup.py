@@ -1,0 +1,73 @@
+"""Measures what `dtb` costs to start: CPU seconds of `dtb --help`, `dtb list devices` and a timing-only benchmark.
+
+Usage: python benchmarks/startup.py [--repeats 5]
+Runs each command as a child process (`python -m runtime.cli.main ...` on this checkout) `--repeats`
+times and reads the child's CPU seconds (user + system) from getrusage(RUSAGE_CHILDREN) before and
+after each run. Prints the min and the median per command against its bound, and exits 1 when a
+command's min is over its bound (or a command fails). The min is the run least disturbed by other
+processes: CPU time, unlike wall time, leaves out waiting for a core, but a busy machine still
+inflates it (shared caches), so the median is shown beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# (arguments of dtb, most CPU seconds it may take). The benchmark runs tiny_cnn: its build runs
+# each layer below fast_select.MIN_WORK, so no numba kernel is loaded, as a timing-only run of a
+# .tflite file loads none.
+COMMANDS: tuple[tuple[tuple[str, ...], float], ...] = (
+    (("--help",), 0.3),
+    (("list", "devices"), 0.3),
+    (("benchmark", "--zoo", "tiny_cnn", "--timing_only"), 1.0),
+)
+
+
+def child_cpu_seconds(argv: tuple[str, ...]) -> float:
+    """CPU seconds (user + system) of one `dtb` run in a child process; a failing run raises."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run([sys.executable, "-m", "runtime.cli.main", *argv], cwd=ROOT, env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(f"dtb {' '.join(argv)} exited {done.returncode}: {done.stderr.strip()}")
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5, help="runs per command (default 5)")
+    args = ap.parse_args()
+    if args.repeats < 1:
+        ap.error("--repeats must be at least 1")
+    print(f"{'command':52s} {'min s':>7s} {'median s':>9s} {'bound s':>8s}")
+    missed = []
+    for argv, bound in COMMANDS:
+        try:
+            seconds = [child_cpu_seconds(argv) for _ in range(args.repeats)]
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        low, mid = min(seconds), statistics.median(seconds)
+        verdict = "ok" if low <= bound else "OVER"
+        name = "dtb " + " ".join(argv)
+        print(f"{name:52s} {low:7.3f} {mid:9.3f} {bound:8.2f}  {verdict}")
+        if low > bound:
+            missed.append(name)
+    if missed:
+        print(f"over the bound: {', '.join(missed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
