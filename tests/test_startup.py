@@ -72,3 +72,11 @@ def test_a_sizeable_convolution_does_load_the_fast_kernels():
     # The other side of the previous test: numba stays lazy, not gone.
     modules = loaded(["infer", "--zoo", "mobilenet_v1", "--zoo_args", "alpha=0.25,resolution=64"])
     assert {"numba", "runtime.ops.fast_conv"} <= modules
+
+
+def test_a_timing_only_benchmark_of_a_file_loads_no_numba_or_scipy(tmp_path):
+    path = tmp_path / "mobilenet.tflite"
+    assert "runtime.cli.infer" in loaded(["export", "--zoo", "mobilenet_v1", "--zoo_args", "alpha=0.25,resolution=64",
+                                          "-o", str(path)])
+    modules = loaded(["benchmark", "--graph", str(path), "--timing_only", "--num_runs", "2"])
+    assert "runtime.cli.benchmark" in modules and under(modules, NEVER_TIMING) == []
