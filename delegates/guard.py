@@ -24,7 +24,7 @@ import time
 from typing import Any, Callable, Iterator
 
 from runtime.ir.errors import DelegateError
-from runtime.ops.fast_jit import compile_seconds
+from runtime.ops.compile_clock import compile_seconds
 
 __all__ = ["DEFAULT_BUDGET_S", "DelegateTimeout", "budget", "set_budget", "time_budget", "call", "run",
            "timeout_message"]

@@ -288,6 +288,7 @@ PRESENTATION = {("runtime/cli/common.py", "PROVIDER_NAMES"), ("runtime/cli/commo
 
 
 def test_every_list_of_kinds_comes_from_the_one_definition():
+    from runtime.cli import listing as cli_listing
     from runtime.cli import tools as cli_tools
     from runtime.calibration import rows as measurements
     from runtime.scenario import load as scenario
@@ -298,7 +299,7 @@ def test_every_list_of_kinds_comes_from_the_one_definition():
     assert tuple(registry.BUILTIN) == tuple(registry.CLASSES) == BUILTIN_KINDS
     assert set(registry._SWITCHES.values()) == set(registry._FROM_FLAGS) == {*BUILTIN_KINDS, EXTERNAL}
     assert scenario.DELEGATE_KINDS == (*BUILTIN_KINDS, EXTERNAL)
-    assert cli_tools._KINDS is BUILTIN_KINDS
+    assert cli_tools._KINDS is cli_listing._KINDS is BUILTIN_KINDS
     assert set(measurements.DELEGATES) == {"cpu", *BUILTIN_KINDS}
     assert sorted(table.DEFAULT_COLUMNS) == sorted(BUILTIN_KINDS)
 

@@ -80,3 +80,38 @@ def test_dtype_round_trip():
     for d in (DType.FLOAT32, DType.INT8, DType.UINT8, DType.INT32, DType.FLOAT16, DType.BOOL):
         assert DType.from_code(d.code) is d
         assert DType.from_numpy(d.np) is d
+
+
+# -- options: the common classes at import, the others on first use --------------------------------------
+
+
+def test_the_lazy_options_lists_name_exactly_what_options_extra_holds():
+    from runtime.ir import options, options_extra
+
+    assert options.EXTRA_OPS == set(options_extra.FOR_OP) and options.EXTRA_TABLES == set(options_extra.TABLES)
+    assert not options.EXTRA_OPS & set(options._FOR_OP) and not options.EXTRA_TABLES & set(options._TABLES)
+    for name, cls in options.TABLES.items():
+        assert getattr(options, name) is cls and name == cls.__name__
+    for op, cls in options.FOR_OP.items():
+        assert options.FOR_OP[op] is cls and op in options.FOR_OP
+    assert len(options.FOR_OP) == len(list(options.FOR_OP)) and "RELU" not in options.FOR_OP
+
+
+def test_the_uncommon_options_are_made_only_when_asked_for():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    probe = ("import sys\nimport runtime.ir.options as o\n"
+             "before = 'runtime.ir.options_extra' in sys.modules\n"
+             "misses = (o.FOR_OP.get('RELU'), o.TABLES.get('NoSuchOptions'), 'RELU' in o.FOR_OP)\n"
+             "common = o.FOR_OP['CONV_2D'](), o.TABLES['ReshapeOptions']()\n"
+             "after_common = 'runtime.ir.options_extra' in sys.modules\n"
+             "tile = o.FOR_OP['TILE']\n"
+             "print(before, misses == (None, None, False), after_common, 'runtime.ir.options_extra' in sys.modules, "
+             "tile is o.TileOptions)\n")
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", probe], cwd=root, env=dict(os.environ, PYTHONPATH=str(root)),
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True", "False", "True", "True"]

@@ -1,4 +1,5 @@
-"""The house's floors, read from the source: no import cycle between packages, and no floor imports one above it.
+"""The house's floors, read from the source: no import cycle between packages or between modules (a package's
+__init__ counting as one), and no floor imports one above it.
 
 Every import counts, a late one inside a function as much as one at the top: a late import still
 ties the lower package to the higher one."""
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import sys
 
 import pytest
 
@@ -114,6 +116,63 @@ def test_cycle_finder_finds_a_cycle_and_passes_a_dag():
 
 def test_no_import_cycle_between_packages():
     edges = package_edges()
+    cycle = find_cycle(edges)
+    assert cycle is None, "import cycle: " + "; ".join(edges[a, b] for a, b in zip(cycle, cycle[1:]))
+
+
+def _module_targets(module: str, path: pathlib.Path, mods: dict[str, pathlib.Path]) -> dict[str, int]:
+    """The project's modules `module` imports anywhere, each with a line that imports it. A package's
+    __init__ is a module of its own (named as the package); `from pkg import name` points at the
+    submodule pkg.name when there is one, else at pkg's __init__."""
+    targets: dict[str, int] = {}
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in mods:  # `import pkg.mod.attr`-like spellings: the deepest module named
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                targets.setdefault(name, node.lineno)
+    return targets
+
+
+def module_edges() -> dict[tuple[str, str], str]:
+    """(importer, imported module) -> where the import is, for the message."""
+    mods = _modules()
+    edges: dict[tuple[str, str], str] = {}
+    for module, path in mods.items():
+        for name, line in _module_targets(module, path, mods).items():
+            edges[module, name] = f"{path.relative_to(ROOT)}:{line} imports {name}"
+    return edges
+
+
+def test_module_edges_count_a_package_init_as_a_module(tmp_path, monkeypatch):
+    # A package whose __init__ imports a module that imports the package back: the cycle custom ops
+    # registered on import of runtime.ops once made (runtime/ops/__init__.py <-> opcheck_nn.py).
+    pkg = tmp_path / "runtime" / "kit"
+    pkg.mkdir(parents=True)
+    (tmp_path / "runtime" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("from runtime.kit import part\nTABLE = {}\n")
+    (pkg / "part.py").write_text("def f():\n    from runtime.kit import TABLE\n    return TABLE\n")
+    (pkg / "other.py").write_text("from runtime.kit import part\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    edges = module_edges()
+    assert set(edges) == {("runtime.kit", "runtime.kit.part"), ("runtime.kit.part", "runtime.kit"),
+                          ("runtime.kit.other", "runtime.kit.part")}
+    assert find_cycle(edges) in (["runtime.kit", "runtime.kit.part", "runtime.kit"],
+                                 ["runtime.kit.part", "runtime.kit", "runtime.kit.part"])
+
+
+def test_no_import_cycle_between_modules():
+    edges = module_edges()
     cycle = find_cycle(edges)
     assert cycle is None, "import cycle: " + "; ".join(edges[a, b] for a, b in zip(cycle, cycle[1:]))
 

@@ -276,3 +276,36 @@ def test_integer_inputs_refuse_values_their_type_cannot_hold(tmp_path):
     with pytest.raises(ScenarioError, match="not int8"):
         conform_input(np.full((1, 16, 16, 3), 0.5), q, t, "x")
     assert conform_input(np.full((1, 16, 16, 3), 3.0), q, t, "x").dtype == np.int8
+
+
+# -- libyaml reads, PyYAML names the faults ------------------------------------------------------------
+
+_SHIPPED_YAML = sorted(PROFILE_DIR.glob("*.yaml")) + sorted((Path(__file__).resolve().parent.parent / "scenarios").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", _SHIPPED_YAML, ids=lambda p: p.name)
+def test_the_fast_loader_reads_every_shipped_file_as_the_python_loader_does(path):
+    from runtime.ir import yamlcheck
+
+    if len(yamlcheck._LOADERS) == 1:
+        pytest.skip("PyYAML without libyaml: only the Python loader exists")
+    text = path.read_text(encoding="utf-8")
+    fast = yamlcheck._read(yamlcheck._LOADERS[0], text, str(path), ScenarioError)
+    plain = yamlcheck._read(yamlcheck._Loader, text, str(path), ScenarioError)
+    assert fast == plain and yamlcheck._LOADERS[-1] is yamlcheck._Loader
+
+
+@pytest.mark.parametrize("text,words", [
+    ("a: [1, 2\n", "invalid YAML"),                       # libyaml refuses it too: PyYAML's message
+    ("a: 1\na: 2\n", "a: duplicate key"),                  # composed by both: the same check
+    ("a: !!int x\n", "is not a valid !!int value"),
+])
+def test_faults_read_by_the_fast_loader_keep_their_messages(monkeypatch, text, words):
+    from runtime.ir import yamlcheck
+
+    with pytest.raises(ScenarioError, match=words) as fast:
+        yamlcheck.parse(text, "f.yaml", ScenarioError)
+    monkeypatch.setattr(yamlcheck, "_LOADERS", (yamlcheck._Loader,))
+    with pytest.raises(ScenarioError) as plain:
+        yamlcheck.parse(text, "f.yaml", ScenarioError)
+    assert str(fast.value) == str(plain.value)

@@ -22,7 +22,7 @@ from runtime.measure.footprint import memory_record
 from runtime.measure.record import strict_json, unit_footprint
 from runtime.measure.chrome_trace import chrome_trace
 
-__all__ = ["add_parser", "cmd_benchmark", "threads", "count_at_most"]
+__all__ = ["add_parsers", "cmd_benchmark", "threads", "count_at_most"]
 
 _INPUT_SEED = 0
 PROGRESS_DELAY_S = 2.0   # host seconds of runs before dtb benchmark shows its progress
@@ -57,10 +57,9 @@ def _seconds(text: str) -> float:
     return value
 
 
-def add_parser(sub) -> None:
+def add_parsers(sub) -> None:
     sp = delegate_tool_parser(
         sub, "benchmark", allow_abbrev=False,
-        help="benchmark_model on a simulated phone (also takes TFLite's delegate flags: --use_gpu, ...)",
         description="Runs the model as TFLite's benchmark_model does and prints its lines, timed in "
                     "simulated time. Delegate flags (--use_gpu, --use_nnapi, --use_hexagon, --use_coreml, "
                     "--gpu_backend, --max_delegated_partitions, ...) apply in the order given.")

@@ -15,16 +15,15 @@ from runtime.calibration.fit import (CalibrationError, Evaluator, Fit, Param, Pr
                                cross_validate, fit, load_base)
 from runtime.calibration.rows import Row, model_key, read_file
 
-__all__ = ["add_parser", "cmd_calibrate", "render_profile", "calibrate_files", "fastest"]
+__all__ = ["add_parsers", "cmd_calibrate", "render_profile", "calibrate_files", "fastest"]
 
 # Within this much of each other two measured latencies are a tie: the published tables round to
 # 0.1 ms, so 1.7 vs 1.7 ms says nothing about which delegate is faster.
 TIE_MS = 0.05
 
 
-def add_parser(sub) -> None:
+def add_parsers(sub) -> None:
     sp = sub.add_parser("calibrate",
-                        help="fit a phone profile to measured latencies (CSV, benchmark_model logs, AI Hub files)",
                         description="Fit a profile's physical parameters (rates, efficiencies, per-op and per-call "
                                     "costs) to measured latencies by bounded least squares on log latency, pulled "
                                     "toward the base profile's values.")

@@ -20,7 +20,7 @@ from runtime.evaluation.classification import (CROP_FRACTION, Normalization, Run
 from runtime.interpreter.api import Interpreter
 from runtime.ir.errors import ModelError, TestbedError
 
-__all__ = ["add_parser", "cmd_classification", "cmd_detection"]
+__all__ = ["add_parsers", "cmd_classification", "cmd_detection"]
 
 TOP_K = 10  # TFLite's tool asks TopkAccuracyEvalStage for k = 10
 
@@ -85,9 +85,8 @@ def _common_flags(sp: argparse.ArgumentParser) -> None:
                          "reads those bytes as (pixel - mean) / std to within one step, else quantize")
 
 
-def add_parser(sub) -> None:
-    ev = sub.add_parser("eval", help="TFLite's task evaluation tools on a simulated phone: classification "
-                                     "(top-K accuracy) and detection (COCO mAP)")
+def add_parsers(sub) -> None:
+    ev = sub.add_parser("eval")
     tasks = ev.add_subparsers(dest="task", required=True, metavar="{classification,detection}")
     sp = delegate_tool_parser(
         tasks, "classification", allow_abbrev=False,

@@ -1,113 +1,75 @@
-"""The `dtb` command line: its parser and entry point, and the infer / inspect / export commands."""
+"""The `dtb` command line: its parser and entry point; each command's module is imported only when it is given."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import sys
-import time
 from typing import Sequence
 
-import numpy as np
-
-from runtime.cli import benchmark as cli_bench
-
-from runtime.cli import calibrate as cli_calibrate
-
-from runtime.cli import eval as cli_eval
-
-from runtime.cli import tools as cli_tools
-
-from runtime.limits import memory
-from runtime.cli.common import add_model_flags, check_writable, delegate_budget_scope, model_from_flags
 from runtime.ir.errors import TestbedError
-from runtime.interpreter.api import Interpreter
-from runtime.ops import KERNELS
+
+__all__ = ["COMMANDS", "main", "parse"]
+
+# Each command: the module that defines its arguments (add_parsers) and runs it, and the line `dtb --help`
+# shows for it. Only the given command's module is imported, so `dtb --help` or `dtb list devices` loads no
+# model, kernel or simulator code. A module may define several commands (runtime/cli/tools.py).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "infer": ("runtime.cli.infer", "run a model on the CPU reference kernels and summarise its outputs"),
+    "inspect": ("runtime.cli.infer", "list a model's ops with shapes and kernel support"),
+    "export": ("runtime.cli.infer", "write a zoo model (or a .tflite file), quantized as asked, to a .tflite file"),
+    "benchmark": ("runtime.cli.benchmark",
+                  "benchmark_model on a simulated phone (also takes TFLite's delegate flags: --use_gpu, ...)"),
+    "inference-diff": ("runtime.cli.tools",
+                       "inference_diff: CPU single-thread reference vs a delegate on Gaussian inputs"),
+    "partition": ("runtime.cli.tools", "where each op runs under the given delegate flags, and why not elsewhere"),
+    "list": ("runtime.cli.listing", "list devices, delegates, zoo models or the testbed's ops"),
+    "supported-ops": ("runtime.cli.listing", "the ops each delegate accepts and on what conditions"),
+    "run": ("runtime.cli.tools", "run a scenario file; writes results.json, results.csv, trace, report"),
+    "report": ("runtime.cli.tools", "render a results file as Markdown, HTML or CSV"),
+    "calibrate": ("runtime.cli.calibrate", "fit a phone profile to measured latencies (CSV, benchmark_model logs, AI Hub files)"),
+    "eval": ("runtime.cli.eval", "TFLite's task evaluation tools on a simulated phone: classification "
+                                 "(top-K accuracy) and detection (COCO mAP)"),
+    # its arguments are its own parser's (runtime/cli/conformance.py), see main
+    "conformance": ("runtime.cli.conformance",
+                    "check a delegate (package.module:factory) against the CPU reference op by op"),
+}
 
 
-def _inputs(it: Interpreter, seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    for d in it.get_input_details():
-        dtype = np.dtype(d["dtype"])
-        shape = tuple(d["shape"])
-        value = (rng.standard_normal(shape) if dtype.kind == "f" else rng.integers(0, 4, shape)).astype(dtype)
-        it.set_tensor(d["index"], value)
-
-
-def cmd_infer(args, extra=None) -> int:
-    model = model_from_flags(args)
-    graph, label = model.graph, model.label
-    it = Interpreter(graph=graph, num_threads=args.num_threads)
-    it.allocate_tensors()
-    _inputs(it, args.seed)
-    times = []
-    for _ in range(max(1, args.num_runs)):
-        start = time.perf_counter()
-        it.invoke()
-        times.append(time.perf_counter() - start)
-    print(f"model: {label} ({len(graph.ops)} ops), input seed {args.seed}")
-    for d in it.get_output_details():
-        out = it.get_tensor(d["index"])
-        scale, zero_point = d["quantization"]
-        if scale:  # show real values; the stored integers mean little to a reader
-            out = (out.astype(np.float64) - zero_point) * scale
-        kind = f"{np.dtype(d['dtype']).name}, dequantized" if scale else out.dtype
-        print(f"output '{d['name']}' {list(out.shape)} {kind}: min {out.min():.6g} max {out.max():.6g} "
-              f"mean {out.mean():.6g}")
-        if out.ndim == 2 and out.shape[0] == 1 and out.shape[1] > 1:
-            top = np.argsort(out[0])[::-1][:5]
-            print("  top-5: " + ", ".join(f"{int(k)}:{out[0, k]:.4f}" for k in top))
-    print(f"host wall time per inference (reference kernels, not a simulated phone): "
-          f"median {np.median(times) * 1e3:.2f} ms over {len(times)} runs")
-    return 0
-
-
-def cmd_inspect(args, extra=None) -> int:
-    model = model_from_flags(args)
-    graph, label = model.graph, model.label
-    print(f"model: {label}: {len(graph.tensors)} tensors, {len(graph.ops)} ops")
-    print(f"{'#':>4}  {'op':26s} {'v':>2}  {'inputs -> outputs':50s} reference kernel")
-    for i, op in enumerate(graph.ops):
-        shapes = lambda ids: ", ".join(str(list(graph.tensors[t].shape)) for t in ids if t >= 0)  # noqa: E731
-        flow = f"{shapes(op.inputs)} -> {shapes(op.outputs)}"
-        print(f"{i:>4}  {op.name:26s} {op.version:>2}  {flow:50s} {'yes' if op.type in KERNELS else 'NO'}")
-    return 0
-
-
-def cmd_export(args, extra=None) -> int:
-    from runtime.model.tflite_write import save
-
-    check_writable(args.output)
-    model = model_from_flags(args)
-    save(model.graph, args.output)
-    print(f"wrote {args.output}: {model.label} ({len(model.graph.ops)} ops)")
-    return 0
-
-
-def _parser() -> argparse.ArgumentParser:
+def _parser(command: str | None) -> argparse.ArgumentParser:
+    """The parser for a command line whose first word is `command`: that command's module adds its
+    arguments (and those of the commands beside it in the module); every other command is only its
+    name and help line, which is all `dtb --help` and an unknown command's error show."""
     p = argparse.ArgumentParser(prog="dtb", description="Delegate Testbed: TFLite models on simulated phones.")
     sub = p.add_subparsers(dest="command", required=True)
-
-    sp = sub.add_parser("infer", help="run a model on the CPU reference kernels and summarise its outputs")
-    add_model_flags(sp)
-    sp.add_argument("--num_threads", type=int, default=1)
-    sp.add_argument("--num_runs", type=int, default=1)
-    sp.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
-    sp.set_defaults(fn=cmd_infer, parser=sp)
-    sp = sub.add_parser("inspect", help="list a model's ops with shapes and kernel support")
-    add_model_flags(sp)
-    sp.set_defaults(fn=cmd_inspect, parser=sp)
-    sp = sub.add_parser("export", help="write a zoo model (or a .tflite file), quantized as asked, to a .tflite file")
-    add_model_flags(sp)
-    sp.add_argument("-o", "--output", required=True)
-    sp.set_defaults(fn=cmd_export, parser=sp)
-    cli_bench.add_parser(sub)
-    cli_tools.add_parsers(sub)
-    cli_calibrate.add_parser(sub)
-    cli_eval.add_parser(sub)
-    # listed for --help; its arguments are its own module's (see main)
-    sub.add_parser("conformance", add_help=False,
-                   help="check a delegate (package.module:factory) against the CPU reference op by op")
+    given = COMMANDS[command][0] if command in COMMANDS and command != "conformance" else None
+    for name, (module, text) in COMMANDS.items():
+        if name in sub.choices:
+            continue
+        if module == given:
+            importlib.import_module(module).add_parsers(sub)
+        else:
+            sub.add_parser(name, help=text)
     return p
+
+
+def _memory_scope(limit: int | None):
+    """--memory_limit_mb for every Interpreter the command builds (commands without a model have none)."""
+    if limit is None:
+        return contextlib.nullcontext()
+    from runtime.limits import memory
+
+    return memory.limit_scope(limit)
+
+
+def _budget_scope(seconds: float | None):
+    """--delegate_timeout_secs: the time budget of every external delegate's call the command makes."""
+    if seconds is None:
+        return contextlib.nullcontext()
+    from delegates.guard import time_budget
+
+    return time_budget(seconds)
 
 
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -119,7 +81,7 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
         from runtime.cli.conformance import build_parser
 
         return build_parser().parse_args(argv[1:]), []
-    parser = _parser()
+    parser = _parser(argv[0] if argv else None)
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "takes_delegate_flags", False):
         (getattr(args, "parser", None) or parser).error(f"unrecognized arguments: {' '.join(extra)}")
@@ -137,9 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The newer tools name themselves in errors as argparse does ("dtb benchmark: error: ...").
     prefix = sp.prog if sp is not None else "dtb"
     try:
-        # every Interpreter the command builds; the budget of every external delegate's call it makes
-        with memory.limit_scope(getattr(args, "memory_limit_mb", None)), \
-                delegate_budget_scope(getattr(args, "delegate_timeout_secs", None)):
+        with _memory_scope(getattr(args, "memory_limit_mb", None)), \
+                _budget_scope(getattr(args, "delegate_timeout_secs", None)):
             return args.fn(args, extra) if sp is not None else args.fn(args)
     except TestbedError as exc:
         message = " ".join(str(exc).splitlines())  # one line, whatever a name in the file held

@@ -1,10 +1,8 @@
-"""`dtb` subcommands inference-diff, partition, list, supported-ops, run and report."""
+"""`dtb` subcommands inference-diff, partition, run and report."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import enum
 import math
 import sys
 from pathlib import Path
@@ -177,76 +175,6 @@ def cmd_partition(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
-# -- list, supported-ops ---------------------------------------------------------------------------
-
-
-def _show(value) -> str:
-    if isinstance(value, enum.Enum):
-        return str(value.value)
-    if isinstance(value, tuple):
-        return "(" + ",".join(_show(v) for v in value) + ")"
-    return str(value)
-
-
-def _list_delegates() -> None:
-    from delegates.registry import BUILTIN, make_delegate
-
-    for kind, (options, _) in BUILTIN.items():
-        defaults = ", ".join(f"{f.name}={_show(f.default)}" for f in dataclasses.fields(options))
-        print(f"{kind:8s} {make_delegate(kind).name:24s} --use_{kind:8s} {defaults}")
-
-
-def _list_models() -> None:
-    import inspect
-
-    import runtime.zoo as zoo
-
-    for name, fn in sorted(zoo.MODELS.items()):
-        params = ", ".join(f"{p.name}={p.default}" for p in inspect.signature(fn).parameters.values())
-        print(f"{name}({params})")
-
-
-def cmd_list(args: argparse.Namespace, extra: list[str]) -> int:
-    if args.what == "devices":
-        from sim.profile import list_profiles, load_profile
-
-        for name in list_profiles():
-            print(f"{name:12s} {load_profile(name).description}")
-    elif args.what == "delegates":
-        _list_delegates()
-    elif args.what == "models":
-        _list_models()
-    else:
-        _list_ops()
-    return 0
-
-
-def _list_ops() -> None:
-    """Every builtin op with the kernels it has (float, 8-bit, hybrid) or why it has none, then the
-    registered custom ops: a user learns whether a missing op is missing on purpose."""
-    from runtime.ops.custom_ops import CUSTOM_OPS
-    from runtime.ops import HYBRID_KERNELS, KERNELS, QUANT_KERNELS
-    from runtime.ops.op_coverage import UNSUPPORTED
-    from runtime.ir.optypes import OpType
-
-    for op in sorted(OpType, key=lambda o: o.name):
-        kinds = [k for k, table in (("float", KERNELS), ("8-bit", QUANT_KERNELS), ("hybrid", HYBRID_KERNELS))
-                 if op in table]
-        if kinds:
-            print(f"{op.name:34s} {', '.join(kinds)}")
-        elif op in UNSUPPORTED:
-            print(f"{op.name:34s} no kernel: {UNSUPPORTED[op]}")
-    for name in sorted(CUSTOM_OPS):
-        print(f"{name:34s} custom op" + (" (the GPU delegate takes it)" if CUSTOM_OPS[name].gpu else ""))
-
-
-def cmd_supported_ops(args: argparse.Namespace, extra: list[str]) -> int:
-    from delegates.table import DEFAULT_COLUMNS, supported_ops_table
-
-    sys.stdout.write(supported_ops_table(args.delegate or DEFAULT_COLUMNS))
-    return 0
-
-
 # -- run, report -----------------------------------------------------------------------------------
 
 
@@ -346,8 +274,7 @@ def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def add_parsers(sub) -> None:
-    sp = delegate_tool_parser(sub, "inference-diff", allow_abbrev=False,
-                              help="inference_diff: CPU single-thread reference vs a delegate on Gaussian inputs")
+    sp = delegate_tool_parser(sub, "inference-diff", allow_abbrev=False)
     add_model_flags(sp, file_aliases=("--model_file",))
     add_device_flag(sp)
     sp.add_argument("--delegate", default="", help="gpu, nnapi, hexagon or coreml (empty: the CPU)")
@@ -355,21 +282,12 @@ def add_parsers(sub) -> None:
     sp.add_argument("--num_interpreter_threads", type=threads, default=1)
     sp.set_defaults(fn=cmd_inference_diff, parser=sp)
 
-    sp = delegate_tool_parser(sub, "partition", allow_abbrev=False,
-                              help="where each op runs under the given delegate flags, and why not elsewhere")
+    sp = delegate_tool_parser(sub, "partition", allow_abbrev=False)
     add_model_flags(sp)
     add_device_flag(sp)
     sp.set_defaults(fn=cmd_partition, parser=sp)
 
-    sp = sub.add_parser("list", help="list devices, delegates, zoo models or the testbed's ops")
-    sp.add_argument("what", choices=["devices", "delegates", "models", "ops"])
-    sp.set_defaults(fn=cmd_list, parser=sp)
-
-    sp = sub.add_parser("supported-ops", help="the ops each delegate accepts and on what conditions")
-    sp.add_argument("--delegate", action="append", choices=_KINDS, help="only this delegate (repeatable)")
-    sp.set_defaults(fn=cmd_supported_ops, parser=sp)
-
-    sp = sub.add_parser("run", help="run a scenario file; writes results.json, results.csv, trace, report")
+    sp = sub.add_parser("run")
     sp.add_argument("scenario", help="scenario .yaml")
     sp.add_argument("-o", "--output", default="results", help="output directory (default: results)")
     sp.add_argument("--allow-external-delegates", action="store_true",
@@ -392,7 +310,7 @@ def add_parsers(sub) -> None:
                     help=f"run a sweep of over {GUARD_CELLS:,} cells, or estimated at an hour or more, without asking")
     sp.set_defaults(fn=cmd_run, parser=sp)
 
-    sp = sub.add_parser("report", help="render a results file as Markdown, HTML or CSV")
+    sp = sub.add_parser("report")
     sp.add_argument("results", help="results.json or results.db of `dtb run`, or a `dtb benchmark --output_json` file")
     sp.add_argument("--format", default="md", choices=["md", "html", "csv"])
     sp.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")

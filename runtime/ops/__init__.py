@@ -5,7 +5,6 @@ from __future__ import annotations
 from runtime.ops import (conv, dense, densify, elementwise as ew, hybrid, hybrid_lstm, lstm, pool, qconv, qdata,
                          qelementwise as qew, qpool, qsoftmax, reduce, resize, shape, softmax)
 from runtime.ops import custom_ops
-from runtime.ops import detection, mediapipe
 from runtime.ops import batch_space, index, nms, segment
 from runtime.ops import argreduce, compare as cmp, mathops as mth, norm, qmath
 from runtime.ops.base import Kernel, Node
@@ -213,11 +212,6 @@ from runtime.ops import control as _control  # noqa: E402
 KERNELS.update(_control.KERNELS)
 
 _EIGHT_BIT = ("int8", "uint8")
-
-# The custom ops published models carry: TFLite's SSD post-processing and MediaPipe's ops.
-for _spec in (*detection.SPECS, *mediapipe.SPECS):
-    custom_ops.register(_spec, replace=True)
-
 
 def _with_params(spec: custom_ops.CustomOp) -> Kernel:
     """A custom op's kernel, handed its decoded parameters as node.params (decoded once per node)."""

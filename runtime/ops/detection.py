@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from runtime.ops.base import Node
-from runtime.ops.custom_ops import CustomOp, flex_options
+from runtime.ops.custom_spec import CustomOp, flex_options
 
 NAME = "TFLite_Detection_PostProcess"
 # TFLite's default when a model's options leave detections_per_class out.

@@ -12,6 +12,7 @@ import numba
 import numba.core.event
 
 from runtime.ops import parallel
+from runtime.ops.compile_clock import CLOCK, compile_seconds
 
 __all__ = ["jit", "pjit", "threads", "run", "compile_seconds"]
 
@@ -43,35 +44,17 @@ def pjit(fn):
     return _compile(fn, parallel=True)
 
 
-class _CompileClock(numba.core.event.Listener):
-    """Host seconds numba has spent compiling, the compile under way included: a delegate's time
-    budget (delegates/guard.py) does not count them, so a first call on a cold cache, which
-    compiles its kernels, is not taken for a hung delegate."""
-
-    def __init__(self) -> None:
-        self.done, self.depth, self.since = 0.0, 0, 0.0
+class _CompileEvents(numba.core.event.Listener):
+    """numba's compile events, counted on the clock delegates/guard.py reads (runtime/ops/compile_clock.py)."""
 
     def on_start(self, event) -> None:
-        if self.depth == 0:
-            self.since = time.monotonic()
-        self.depth += 1
+        CLOCK.start()
 
     def on_end(self, event) -> None:
-        self.depth -= 1
-        if self.depth == 0:
-            self.done += time.monotonic() - self.since
-
-    def seconds(self) -> float:
-        return self.done + (time.monotonic() - self.since if self.depth else 0.0)
+        CLOCK.end()
 
 
-_clock = _CompileClock()
-numba.core.event.register("numba:compile", _clock)
-
-
-def compile_seconds() -> float:
-    """Host seconds spent compiling kernels so far in this process (a running total)."""
-    return _clock.seconds()
+numba.core.event.register("numba:compile", _CompileEvents())
 
 
 def threads() -> int:

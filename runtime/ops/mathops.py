@@ -5,7 +5,6 @@ BITWISE_XOR and RIGHT_SHIFT. Their 8-bit forms (RELU_0_TO_1, GELU) are in runtim
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
 
 from runtime.ops import quant
 from runtime.ops.base import Node
@@ -64,6 +63,8 @@ _SQRT_2_PI = _F32(np.sqrt(2.0 / np.pi))  # M_2_SQRTPI * M_SQRT1_2, rounded to fl
 def gelu_exact(x: np.ndarray) -> np.ndarray:
     """0.5 x erfc(-x / sqrt 2) in float32, the erfc form TFLite uses (reference/gelu.h): it avoids
     the cancellation of 0.5 x (1 + erf(x / sqrt 2)) for large negative x."""
+    from scipy import special  # scipy.special costs ~1 s of import; only an exact GELU needs it
+
     x = np.asarray(x, _F32)
     return ((_F32(0.5) * x) * special.erfc(x * _SQRT1_2).astype(_F32)).astype(_F32)
 

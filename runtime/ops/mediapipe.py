@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from runtime.ops.base import Node, activate
-from runtime.ops.custom_ops import CustomOp
+from runtime.ops.custom_spec import CustomOp
 from runtime.ir.options import Activation
 
 # TfLitePadding and TfLiteFusedActivation as the C API numbers them.

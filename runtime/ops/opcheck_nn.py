@@ -324,7 +324,6 @@ def densify(c: OpCheck):
 def check_custom(c: OpCheck):
     """A registered custom op checks its inputs and parameters itself; an op no registry knows keeps
     the shapes the file declares (it runs only timing-only, costed from them)."""
-    import runtime.ops  # noqa: F401  (registers the custom ops published models carry)
     from runtime.ops import custom_ops as custom
 
     spec = custom.lookup(c.op.custom_code)

@@ -1,0 +1,88 @@
+"""`dtb infer`, `dtb inspect` and `dtb export`: one model run on the CPU reference kernels, listed op by op, or written."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from runtime.cli.common import add_model_flags, check_writable, model_from_flags
+from runtime.interpreter.api import Interpreter
+from runtime.ops import KERNELS
+
+__all__ = ["add_parsers", "cmd_infer", "cmd_inspect", "cmd_export"]
+
+
+def _inputs(it: Interpreter, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for d in it.get_input_details():
+        dtype = np.dtype(d["dtype"])
+        shape = tuple(d["shape"])
+        value = (rng.standard_normal(shape) if dtype.kind == "f" else rng.integers(0, 4, shape)).astype(dtype)
+        it.set_tensor(d["index"], value)
+
+
+def cmd_infer(args, extra=None) -> int:
+    model = model_from_flags(args)
+    graph, label = model.graph, model.label
+    it = Interpreter(graph=graph, num_threads=args.num_threads)
+    it.allocate_tensors()
+    _inputs(it, args.seed)
+    times = []
+    for _ in range(max(1, args.num_runs)):
+        start = time.perf_counter()
+        it.invoke()
+        times.append(time.perf_counter() - start)
+    print(f"model: {label} ({len(graph.ops)} ops), input seed {args.seed}")
+    for d in it.get_output_details():
+        out = it.get_tensor(d["index"])
+        scale, zero_point = d["quantization"]
+        if scale:  # show real values; the stored integers mean little to a reader
+            out = (out.astype(np.float64) - zero_point) * scale
+        kind = f"{np.dtype(d['dtype']).name}, dequantized" if scale else out.dtype
+        print(f"output '{d['name']}' {list(out.shape)} {kind}: min {out.min():.6g} max {out.max():.6g} "
+              f"mean {out.mean():.6g}")
+        if out.ndim == 2 and out.shape[0] == 1 and out.shape[1] > 1:
+            top = np.argsort(out[0])[::-1][:5]
+            print("  top-5: " + ", ".join(f"{int(k)}:{out[0, k]:.4f}" for k in top))
+    print(f"host wall time per inference (reference kernels, not a simulated phone): "
+          f"median {np.median(times) * 1e3:.2f} ms over {len(times)} runs")
+    return 0
+
+
+def cmd_inspect(args, extra=None) -> int:
+    model = model_from_flags(args)
+    graph, label = model.graph, model.label
+    print(f"model: {label}: {len(graph.tensors)} tensors, {len(graph.ops)} ops")
+    print(f"{'#':>4}  {'op':26s} {'v':>2}  {'inputs -> outputs':50s} reference kernel")
+    for i, op in enumerate(graph.ops):
+        shapes = lambda ids: ", ".join(str(list(graph.tensors[t].shape)) for t in ids if t >= 0)  # noqa: E731
+        flow = f"{shapes(op.inputs)} -> {shapes(op.outputs)}"
+        print(f"{i:>4}  {op.name:26s} {op.version:>2}  {flow:50s} {'yes' if op.type in KERNELS else 'NO'}")
+    return 0
+
+
+def cmd_export(args, extra=None) -> int:
+    from runtime.model.tflite_write import save
+
+    check_writable(args.output)
+    model = model_from_flags(args)
+    save(model.graph, args.output)
+    print(f"wrote {args.output}: {model.label} ({len(model.graph.ops)} ops)")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    sp = sub.add_parser("infer")
+    add_model_flags(sp)
+    sp.add_argument("--num_threads", type=int, default=1)
+    sp.add_argument("--num_runs", type=int, default=1)
+    sp.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
+    sp.set_defaults(fn=cmd_infer, parser=sp)
+    sp = sub.add_parser("inspect")
+    add_model_flags(sp)
+    sp.set_defaults(fn=cmd_inspect, parser=sp)
+    sp = sub.add_parser("export")
+    add_model_flags(sp)
+    sp.add_argument("-o", "--output", required=True)
+    sp.set_defaults(fn=cmd_export, parser=sp)
