@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from runtime.calibration.aihub import read_aihub, read_perf_yaml, read_profile_json
-from runtime.calibration.rows import MeasurementError, MeasurementWarning, read_file, read_measurements
+from runtime.calibration.files import read_file, read_measurements
+from runtime.calibration.rows import MeasurementError, MeasurementWarning
 from runtime.cli import main as cli
 from runtime.model.tflite_write import save
 from runtime.zoo import build

@@ -13,7 +13,8 @@ from runtime.cli import main as cli
 from runtime.calibration.fit import fit
 from runtime.cli.calibrate import fmt, calibrate_files, render_profile
 from runtime.ir.errors import ScenarioError
-from runtime.calibration.rows import MeasurementError, read_csv, read_log, read_measurements
+from runtime.calibration.files import read_measurements
+from runtime.calibration.rows import MeasurementError, read_csv, read_log
 from runtime.ir.yamlcheck import parse
 from sim.profile import PROFILE_DIR, load_profile
 

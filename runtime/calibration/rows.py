@@ -1,11 +1,10 @@
-"""Latency measurements to calibrate against: CSV rows, TFLite benchmark_model logs and AI Hub files, read into Rows."""
+"""Latency measurements to calibrate against: CSV rows and TFLite benchmark_model logs, read into Rows."""
 
 from __future__ import annotations
 
 import csv
 import math
 import re
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -13,8 +12,7 @@ from typing import Mapping
 from delegates.kinds import DelegateKind
 from runtime.ir.errors import TestbedError
 
-__all__ = ["Row", "MeasurementError", "MeasurementWarning", "Measurements", "read_measurements", "read_file",
-           "read_csv", "read_log", "DELEGATES", "model_key"]
+__all__ = ["Row", "MeasurementError", "MeasurementWarning", "read_csv", "read_log", "DELEGATES", "model_key"]
 
 # The delegate column's values and the benchmark_model flags each stands for.
 DELEGATES: Mapping[str, tuple[str, ...]] = {
@@ -61,40 +59,6 @@ class Row:
 def model_key(row: Row) -> tuple:
     """What identifies a model across rows (leave-one-model-out holds out every row of one key)."""
     return row.model, row.args, row.quantization
-
-
-@dataclass(frozen=True)
-class Measurements:
-    """A file's rows, and one line per published measurement that gave none (saying why)."""
-
-    rows: tuple[Row, ...]
-    skipped: tuple[str, ...] = ()
-
-
-def read_file(path: str | Path, device: str | None = None, model: str | None = None) -> Measurements:
-    """By file type: .csv rows, AI Hub's perf.yaml (.yaml/.yml) or profile-job results (.json), else a
-    benchmark_model log; checked, errors name file:line."""
-    from runtime.calibration import aihub
-
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MeasurementError(f"{path}: cannot read the measurements: {exc}") from None
-    if path.suffix.lower() == ".csv":
-        return Measurements(tuple(read_csv(text, str(path))))
-    if aihub.is_aihub_file(path):
-        found = aihub.read_aihub(path, text, device, model)
-        return Measurements(found.rows, tuple(s.line for s in found.skipped))
-    return Measurements(tuple(read_log(text, str(path), device, model)))
-
-
-def read_measurements(path: str | Path, device: str | None = None, model: str | None = None) -> list[Row]:
-    """read_file's rows; each skipped measurement is a MeasurementWarning, so none goes unsaid."""
-    found = read_file(path, device, model)
-    for line in found.skipped:
-        warnings.warn(line, MeasurementWarning, stacklevel=2)
-    return list(found.rows)
 
 
 # -- CSV -------------------------------------------------------------------------------------------

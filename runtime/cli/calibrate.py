@@ -13,7 +13,8 @@ import numpy as np
 
 from runtime.calibration.fit import (CalibrationError, Evaluator, Fit, Param, Prediction, candidate_params,
                                cross_validate, fit, load_base)
-from runtime.calibration.rows import Row, model_key, read_file
+from runtime.calibration.files import read_file
+from runtime.calibration.rows import Row, model_key
 
 __all__ = ["add_parsers", "cmd_calibrate", "render_profile", "calibrate_files", "fastest"]
 
