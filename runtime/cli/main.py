@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from enum import Enum
 from typing import Sequence
 
 import numpy as np
@@ -21,7 +22,8 @@ from runtime.limits import memory
 from runtime.cli.common import add_model_flags, check_writable, load_model
 from runtime.ir.errors import TestbedError
 from runtime.interpreter.api import Interpreter
-from runtime.ops import KERNELS
+from runtime.ir.optypes import OpType
+from runtime.ops import select_kernel
 
 
 def _inputs(it: Interpreter, seed: int) -> None:
@@ -61,15 +63,34 @@ def cmd_infer(args, extra=None) -> int:
     return 0
 
 
+class Support(Enum):
+    """What the testbed has for one op: the values it computes, or only what it costs."""
+
+    KERNEL = "kernel"                # a built-in kernel (float, 8-bit or hybrid, by the op's types)
+    CUSTOM = "custom kernel"         # a registered custom op's kernel
+    COST_ONLY = "cost only"          # no kernel: runs with timing_only charge its cost, computing nothing
+
+
+def op_support(op, graph) -> Support:
+    """The kernel the plan would pick for the op (select_kernel, by its element types), as a Support."""
+    if select_kernel(op, graph) is None:
+        return Support.COST_ONLY
+    return Support.CUSTOM if op.type is OpType.CUSTOM else Support.KERNEL
+
+
 def cmd_inspect(args, extra=None) -> int:
     model = load_model(args)
     graph, label = model.graph, model.label
     print(f"model: {label}: {len(graph.tensors)} tensors, {len(graph.ops)} ops")
-    print(f"{'#':>4}  {'op':26s} {'v':>2}  {'inputs -> outputs':50s} reference kernel")
+    print(f"{'#':>4}  {'op':26s} {'v':>2}  {'inputs -> outputs':50s} has")
+    counts = dict.fromkeys(Support, 0)
     for i, op in enumerate(graph.ops):
         shapes = lambda ids: ", ".join(str(list(graph.tensors[t].shape)) for t in ids if t >= 0)  # noqa: E731
         flow = f"{shapes(op.inputs)} -> {shapes(op.outputs)}"
-        print(f"{i:>4}  {op.name:26s} {op.version:>2}  {flow:50s} {'yes' if op.type in KERNELS else 'NO'}")
+        support = op_support(op, graph)
+        counts[support] += 1
+        print(f"{i:>4}  {op.name:26s} {op.version:>2}  {flow:50s} {support.value}")
+    print("ops: " + ", ".join(f"{n} {s.value}" for s, n in counts.items()))
     return 0
 
 
