@@ -5,8 +5,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
+import sys
 import threading
 import time
+import weakref
 
 import numba
 import numba.core.event
@@ -16,6 +18,9 @@ from runtime.ops import parallel
 __all__ = ["jit", "pjit", "threads", "run", "compile_seconds"]
 
 _state: dict = {}
+_ours: "weakref.WeakSet" = weakref.WeakSet()   # the dispatchers made here: their compiles are announced
+COMPILING = ("compiling the testbed's fast kernels for this machine (a minute or two, once: numba caches "
+             "them on disk for later runs)")
 _OPTIONS = dict(nogil=True, fastmath=False, boundscheck=False, error_model="numpy")
 
 
@@ -25,9 +30,11 @@ def _compile(fn, **extra):
     or ~/.cache/numba; $NUMBA_CACHE_DIR overrides both), so an installed copy also compiles only
     once. Only if no cache folder is writable at all does it compile afresh in every process."""
     try:
-        return numba.njit(cache=True, **_OPTIONS, **extra)(fn)
+        made = numba.njit(cache=True, **_OPTIONS, **extra)(fn)
     except RuntimeError:  # "cannot cache function ...: no locator available": nowhere writable
-        return numba.njit(cache=False, **_OPTIONS, **extra)(fn)
+        made = numba.njit(cache=False, **_OPTIONS, **extra)(fn)
+    _ours.add(made)
+    return made
 
 
 def jit(fn):
@@ -50,11 +57,22 @@ class _CompileClock(numba.core.event.Listener):
 
     def __init__(self) -> None:
         self.done, self.depth, self.since = 0.0, 0, 0.0
+        self.said = False
 
     def on_start(self, event) -> None:
         if self.depth == 0:
             self.since = time.monotonic()
         self.depth += 1
+        self._announce(event)
+
+    def _announce(self, event) -> None:
+        """One stderr line the first time one of our kernels compiles: a cold cache costs a minute or
+        two of silence otherwise. numba fires this event only on a real compile, never when it
+        loads the code from its cache (numba/core/dispatcher.py, Dispatcher.compile)."""
+        if self.said or (event.data or {}).get("dispatcher") not in _ours:
+            return
+        self.said = True
+        print(COMPILING, file=sys.stderr, flush=True)
 
     def on_end(self, event) -> None:
         self.depth -= 1
