@@ -95,41 +95,52 @@ def _mean_abs_error(reference: np.ndarray, test: np.ndarray) -> float:
     return float(np.float32(d.mean())) if d.size else 0.0
 
 
-def cmd_inference_diff(args: argparse.Namespace, extra: list[str]) -> int:
-    from runtime.cli.benchmark import PROGRESS_DELAY_S
-    from runtime.report.progress import Progress
-
-    profile = load_device(args.device, args.api_level)
-    model = load_model(args)
-    graph = model.graph
-    reference, test = _diff_interpreters(args, extra, profile, graph)
+def _diff_runs(runs: int, graph, reference: Interpreter, test: Interpreter, progress):
+    """Both interpreters on the same Gaussian inputs `runs` times: their latencies, the float outputs'
+    mean errors per run and the exact outputs' mismatches."""
     ref_us, test_us = Stat(), Stat()
     exact = {k for k, t in enumerate(graph.outputs) if graph.tensors[t].dtype.name in _DIFF_EXACT}
     errors: list[list[float]] = [[] for _ in graph.outputs]
     mismatches = {k: OutputMismatches() for k in exact}
-    for it in (reference, test):
-        it.allocate_tensors()
     rng = np.random.default_rng(_DIFF_SEED)
-    # runs on stderr once they take PROGRESS_DELAY_S of host time: a large model takes seconds a run
+    for _ in range(runs):
+        feed = gaussian_inputs(graph, rng)
+        for it, stat in ((test, test_us), (reference, ref_us)):
+            for t, value in feed.items():
+                it.set_tensor(t, value)
+            it.invoke()
+            stat.add(to_us(it.simulation.latencies[-1]))
+        for k, t in enumerate(graph.outputs):
+            if k in exact:
+                mismatches[k].add(reference.get_tensor(t), test.get_tensor(t))
+            else:
+                errors[k].append(_mean_abs_error(reference.get_tensor(t), test.get_tensor(t)))
+        progress.step()
+    return ref_us, test_us, errors, mismatches
+
+
+def cmd_inference_diff(args: argparse.Namespace, extra: list[str]) -> int:
+    from runtime.cli.benchmark import PROGRESS_DELAY_S
+    from runtime.report.progress import Progress
+
+    # on stderr once PROGRESS_DELAY_S of host time has passed: building a large model and its delegate
+    # takes seconds, and so does each run; elsewhere than a terminal a line every 10 s from the start
     with Progress(args.parser.prog, "run", delay=PROGRESS_DELAY_S, leave=False, total=args.num_runs) as progress:
-        for _ in range(args.num_runs):
-            feed = gaussian_inputs(graph, rng)
-            for it, stat in ((test, test_us), (reference, ref_us)):
-                for t, value in feed.items():
-                    it.set_tensor(t, value)
-                it.invoke()
-                stat.add(to_us(it.simulation.latencies[-1]))
-            for k, t in enumerate(graph.outputs):
-                if k in exact:
-                    mismatches[k].add(reference.get_tensor(t), test.get_tensor(t))
-                else:
-                    errors[k].append(_mean_abs_error(reference.get_tensor(t), test.get_tensor(t)))
-            progress.step()
+        progress(0, args.num_runs)
+        progress.note("preparing the model and both interpreters")
+        profile = load_device(args.device, args.api_level)
+        model = load_model(args)
+        graph = model.graph
+        reference, test = _diff_interpreters(args, extra, profile, graph)
+        for it in (reference, test):
+            it.allocate_tensors()
+        progress.note("")
+        ref_us, test_us, errors, mismatches = _diff_runs(args.num_runs, graph, reference, test, progress)
     print(f"Num evaluation runs: {args.num_runs}")
     print(f"Reference run latency: avg={cpp_float(ref_us.avg())}(us), std_dev={ref_us.std()}(us)")
     print(f"Test run latency: avg={cpp_float(test_us.avg())}(us), std_dev={test_us.std()}(us)")
     for k, values in enumerate(errors):
-        if k in exact:
+        if k in mismatches:
             print(mismatches[k].line(k, args.num_runs))
             continue
         avg, std = _float_stat(values)
