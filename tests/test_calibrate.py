@@ -234,3 +234,49 @@ def test_a_device_log_with_level_prefixes_and_an_op_profile_reads(tmp_path):
     from runtime.cli.calibrate import local_model_path
 
     assert local_model_path(row) == tmp_path / "m.tflite"
+
+
+# -- progress ------------------------------------------------------------------------------------------
+
+FOUR_ROWS = HEADER + "".join(f"mobilenet_v1,alpha=0.25;resolution={r},none,pixel4,{d},4,{ms}\n"
+                             for r, d, ms in [(96, "cpu", 0.9), (96, "gpu", 1.4), (128, "cpu", 1.3),
+                                              (128, "gpu", 1.5)])
+
+
+def test_rows_simulations_and_folds_each_report_progress(tmp_path):
+    from runtime.calibration.fit import cross_validate
+
+    csv = tmp_path / "m.csv"
+    csv.write_text(FOUR_ROWS)
+    rows_seen, runs, folds = [], [], []
+    rows, base, evaluator, params = calibrate_files([str(csv)], "pixel4",
+                                                    on_row=lambda *a: rows_seen.append(a))
+    assert [(d, n) for d, n, _ in rows_seen] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    result = fit(evaluator, params, max_nfev=2, on_run=lambda *a: runs.append(a))
+    assert [d for d, _, _ in runs] == list(range(1, result.evaluations + 1))   # one call per simulation
+    assert all(d <= most for d, most, _ in runs)
+    cross_validate(evaluator, params, on_fold=lambda *a: folds.append(a))
+    assert [(d, n) for d, n, _ in folds] == [(0, 2), (1, 2), (2, 2)]           # two models: two folds
+
+
+def test_calibrate_shows_a_bar_on_a_terminal_and_keeps_stdout_clean(tmp_path, capsys, monkeypatch):
+    import itertools
+
+    from runtime.report import progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    csv = tmp_path / "m.csv"
+    csv.write_text(FOUR_ROWS)
+    argv = ["calibrate", str(csv), "--base", "pixel4", "--cv", "--max_nfev", "2"]
+    assert cli.main(argv) == 0
+    plain = capsys.readouterr().out
+    tty, ticks = Tty(), itertools.count()
+    monkeypatch.setattr("sys.stderr", tty)
+    monkeypatch.setattr(progress, "_clock", lambda: next(ticks) * 1.0)   # a host second between reports
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().out == plain
+    shown = tty.getvalue()
+    assert "row" in shown and "simulation" in shown and "fold" in shown and "simulations" in shown

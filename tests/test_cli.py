@@ -136,3 +136,35 @@ def test_model_flag_mistakes_are_one_line(capsys):
     assert "give exactly one of --graph FILE.tflite or --zoo NAME" in capsys.readouterr().err
     assert main(["export", "--zoo", "tiny_cnn", "--zoo_args", "resolution", "-o", "x.tflite"]) == 1
     assert "--zoo_args: 'resolution' is not key=value" in capsys.readouterr().err
+
+
+def _inspect_rows(out: str) -> dict[str, set[str]]:
+    """op name -> what `dtb inspect` says runs it, over the op rows of its table."""
+    rows: dict[str, set[str]] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0].isdigit():
+            has = "custom kernel" if line.endswith("custom kernel") else \
+                "cost only" if line.endswith("cost only") else parts[-1]
+            rows.setdefault(parts[1], set()).add(has)
+    return rows
+
+
+def test_inspect_says_which_ops_have_a_kernel_custom_kernel_or_only_a_cost(tmp_path, capsys):
+    from runtime.ir.graph import DType, Graph, Op, Tensor
+    from runtime.ir.optypes import OpType
+    from runtime.model.tflite_write import save
+
+    assert main(["inspect", "--graph", "tests/fixtures/published/selfie_segmentation.tflite"]) == 0
+    rows = _inspect_rows(capsys.readouterr().out)
+    assert rows["Convolution2DTransposeBias"] == {"custom kernel"} and rows["CONV_2D"] == {"kernel"}
+    assert main(["inspect", "--graph", "tests/fixtures/quant/mobilenet_v1_int8_float_io.tflite"]) == 0
+    assert _inspect_rows(capsys.readouterr().out)["QUANTIZE"] == {"kernel"}
+    # a custom op no kernel is registered for: listed as cost only, and the model still inspects
+    tensors = (Tensor("x", (2, 3), DType.FLOAT32), Tensor("y", (2, 3), DType.FLOAT32))
+    path = tmp_path / "unknown.tflite"
+    save(Graph(tensors, (Op(OpType.CUSTOM, (0,), (1,), custom_code="NoSuchOp"),), (0,), (1,)), path)
+    assert main(["inspect", "--graph", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert _inspect_rows(out)["NoSuchOp"] == {"cost only"}
+    assert "ops: 0 kernel, 0 custom kernel, 1 cost only" in out

@@ -446,3 +446,57 @@ def test_delegate_flags_parse_as_before_with_the_help_groups(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["partition", "--zoo", "tiny_cnn", "--use_gpu", "maybe"])
     assert exc.value.code == 2 and "unrecognized arguments: maybe" in capsys.readouterr().err
+
+
+def _int_and_bool_outputs(path) -> None:
+    """x (float32 [2, 8]) -> ARG_MAX over the last axis (int32 [2]) and x > 0.5 (bool [2, 8])."""
+    import numpy as np
+
+    from runtime.ir.graph import DType, Graph, Op, Tensor
+    from runtime.ir.optypes import OpType
+    from runtime.ir.options import ArgMaxOptions
+    from runtime.model.tflite_write import save
+
+    tensors = (Tensor("x", (2, 8), DType.FLOAT32), Tensor("axis", (1,), DType.INT32, data=np.array([1], np.int32)),
+               Tensor("index", (2,), DType.INT32), Tensor("half", (1,), DType.FLOAT32, data=np.array([0.5], np.float32)),
+               Tensor("above", (2, 8), DType.BOOL))
+    ops = (Op(OpType.ARG_MAX, (0, 1), (2,), ArgMaxOptions(DType.INT32.code)), Op(OpType.GREATER, (0, 3), (4,)))
+    save(Graph(tensors, ops, (0,), (2, 4)), path)
+
+
+def test_inference_diff_compares_integer_and_boolean_outputs_by_exact_match(tmp_path, capsys):
+    path = tmp_path / "ints.tflite"
+    _int_and_bool_outputs(path)
+    out = run(capsys, "inference-diff", "--graph", str(path), "--device", "pixel4", "--num_runs", "3")
+    assert "OutputDiff[0]: exact_match=true, mismatched_elements=0 of 6 (0.0000%), runs_with_mismatch=0 of 3" in out
+    assert "OutputDiff[1]: exact_match=true, mismatched_elements=0 of 48 (0.0000%), runs_with_mismatch=0 of 3" in out
+
+
+def test_output_mismatches_count_the_elements_and_runs_that_differ():
+    import numpy as np
+
+    from runtime.cli.tools import OutputMismatches
+
+    m = OutputMismatches()
+    m.add(np.array([1, 2, 3, 4], np.int32), np.array([1, 2, 3, 4], np.int32))
+    m.add(np.array([True, False, True, False]), np.array([True, True, True, True]))
+    assert (m.differ, m.elements, m.runs_differing) == (2, 8, 1)
+    assert m.line(3, 2) == "OutputDiff[3]: exact_match=false, mismatched_elements=2 of 8 (25.0000%), runs_with_mismatch=1 of 2"
+
+
+def test_inference_diff_shows_its_runs_on_a_terminal_once_two_seconds_pass(capsys, monkeypatch):
+    import itertools
+
+    from runtime.report import progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    argv = ["inference-diff", "--zoo", "tiny_cnn", "--zoo_args", "resolution=16", "--num_runs", "6"]
+    plain = run(capsys, *argv)
+    tty, ticks = Tty(), itertools.count()
+    monkeypatch.setattr("sys.stderr", tty)
+    monkeypatch.setattr(progress, "_clock", lambda: next(ticks) * 1.0)   # a host second between runs
+    assert run(capsys, *argv) == plain
+    assert re.search(r"\b\d+/6 \[", tty.getvalue()) and "run" in tty.getvalue()

@@ -570,3 +570,25 @@ def test_fixture_folders_hold_what_the_tests_sweep():
         if (EVAL / task).is_dir():
             assert [p.stem for p in _fixtures(task, stem)] == [f"{stem}_{v}" for v in
                                                               ("dynamic", "float16", "float32", "int8")]
+
+
+def test_classification_shows_images_done_on_a_terminal_and_keeps_stdout(tiny_set, monkeypatch):
+    import itertools
+
+    from runtime.report import progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    model = tiny_set / "tiny_none.tflite"
+    plain = classify(tiny_set, model, "--batch_size", "4")
+    ticks, tty = itertools.count(), Tty()
+    monkeypatch.setattr(progress, "_clock", lambda: next(ticks) * 1.0)   # a host second between reports
+    out, code = io.StringIO(), None
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(tty):
+        code = main([str(a) for a in ("eval", "classification", "--model_file", model, "--ground_truth_images_path",
+                                      tiny_set / "images", "--ground_truth_labels", tiny_set / "truth.txt",
+                                      "--model_output_labels", tiny_set / "labels.txt", "--batch_size", "4")])
+    assert code == 0 and out.getvalue() == plain
+    assert re.search(r"\b\d+/14 \[", tty.getvalue()) and "image" in tty.getvalue()   # chunks of 4 of 14 images

@@ -621,3 +621,19 @@ def test_computed_axes_are_checked_before_the_kernel_runs():
     it.set_tensor(1, np.array([7], np.int32))
     with pytest.raises(ModelError, match=r"ARG_MAX.*axis 7 is out of range for rank 2"):
         it.invoke()
+
+
+def test_logistic_of_large_inputs_warns_of_nothing_and_saturates_as_tflite():
+    """exp(x) of the branch for x < -9 is taken of the clipped x: no overflow reaches a user."""
+    import warnings
+
+    from runtime.ops import elementwise as ew
+
+    x = np.array([-200, -100, -88.8, -20, -9.5, -9, 0, 9, 17, 90, 200, 1e30], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = ew.logistic(None, x)
+    with np.errstate(over="ignore"):
+        old = np.where(x < -9, np.exp(x), np.float32(1) / (np.float32(1) + np.exp(-x)))
+    want = np.where(x > np.float32(16.619047164916992), np.float32(1), old).astype(np.float32)
+    assert y.dtype == np.float32 and np.array_equal(y, want)

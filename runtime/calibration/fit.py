@@ -15,7 +15,11 @@ from runtime.calibration.rows import DELEGATES, Row, model_key
 from runtime.ir.yamlcheck import Key, dotted, parse
 
 __all__ = ["Param", "Fit", "RowSim", "Evaluator", "candidate_params", "fit", "cross_validate",
-           "load_base", "CalibrationError", "PRIOR_WEIGHT", "SPREAD"]
+           "load_base", "CalibrationError", "PRIOR_WEIGHT", "SPREAD", "OnStep"]
+
+# Told of work as it finishes: (done, total, label). A fit cannot know its count of simulations
+# ahead, so it reports against the most it may take (max_nfev residuals and Jacobians).
+OnStep = Callable[[int, int, str], None]
 
 # How strongly each parameter is held to its prior: a residual of PRIOR_WEIGHT x log(value/prior)
 # beside each row's log(simulated/measured). At 0.1 a parameter moves a factor e away from its prior
@@ -162,13 +166,18 @@ def _per_type(trace) -> dict[str, float]:
 class Evaluator:
     """Simulated latencies of every row for a vector of parameter values."""
 
-    def __init__(self, rows: Sequence[Row], data: Mapping[str, Any], source: str, models: Callable[[Row], Any]):
+    def __init__(self, rows: Sequence[Row], data: Mapping[str, Any], source: str, models: Callable[[Row], Any],
+                 on_row: OnStep | None = None):
         from sim.profile import profile_from_dict
 
         self.rows, self.data, self.source = list(rows), copy.deepcopy(data), source
         self._from_dict = profile_from_dict
         base = profile_from_dict(self.data, source)
-        self.sims = [RowSim(r, models(r), base) for r in self.rows]
+        self.sims = []
+        for row in self.rows:   # each builds its model and plan: seconds apiece for large models
+            self.sims.append(RowSim(row, models(row), base))
+            if on_row:
+                on_row(len(self.sims), len(self.rows), row.label)
 
     def profile(self, params: Sequence[Param], values: Sequence[float]):
         data = copy.deepcopy(self.data)
@@ -208,10 +217,12 @@ def _residuals(rows: Sequence[Row], results, x: np.ndarray) -> np.ndarray:
 
 
 def fit(evaluator: Evaluator, params: Sequence[Param], rows: Sequence[int] | None = None,
-        max_nfev: int = 30) -> Fit:
+        max_nfev: int = 30, on_run: OnStep | None = None) -> Fit:
     """Bounded least squares (scipy's trust-region reflective) on log latency over the rows
     (indices into the evaluator's rows; all by default), each parameter in log space about its
-    prior, pulled toward it. The Jacobian re-times only the rows that use a parameter's unit."""
+    prior, pulled toward it. The Jacobian re-times only the rows that use a parameter's unit.
+    `on_run(done, most, label)` after each simulation of the row set (or of the rows a Jacobian
+    column re-times)."""
     from scipy.optimize import least_squares
 
     idx = list(range(len(evaluator.rows))) if rows is None else list(rows)
@@ -221,6 +232,7 @@ def fit(evaluator: Evaluator, params: Sequence[Param], rows: Sequence[int] | Non
     lo = np.log([p.lo / p.prior for p in params])
     hi = np.log([p.hi / p.prior for p in params])
     count = [0]
+    most = max_nfev * (len(params) + 1) + 1   # residuals, Jacobian columns, the final run
 
     def values(x):
         return priors * np.exp(x)
@@ -228,7 +240,10 @@ def fit(evaluator: Evaluator, params: Sequence[Param], rows: Sequence[int] | Non
     def run(x, only=None):
         count[0] += 1
         chosen = idx if only is None else [idx[k] for k in only]
-        return evaluator.run(params, values(x), chosen)
+        out = evaluator.run(params, values(x), chosen)
+        if on_run:
+            on_run(count[0], max(most, count[0]), f"{len(chosen)} rows")
+        return out
 
     last: dict[str, Any] = {"x": None, "results": None}
 
@@ -281,17 +296,24 @@ class Prediction:
         return self.simulated / self.row.latency_ms - 1
 
 
-def cross_validate(evaluator: Evaluator, params: Sequence[Param]) -> list[Prediction]:
-    """Leave one model out: fit on every other model's rows, predict the held-out model's rows."""
+def cross_validate(evaluator: Evaluator, params: Sequence[Param], on_fold: OnStep | None = None,
+                   on_run: OnStep | None = None) -> list[Prediction]:
+    """Leave one model out: fit on every other model's rows, predict the held-out model's rows.
+    `on_fold(done, folds, label)` as each fold starts and once all are done; `on_run` is each
+    fold's fit's."""
     keys = sorted({model_key(r) for r in evaluator.rows}, key=str)
     out: dict[int, Prediction] = {}
-    for key in keys:
+    for k, key in enumerate(keys):
         held = [i for i, r in enumerate(evaluator.rows) if model_key(r) == key]
         train = [i for i in range(len(evaluator.rows)) if i not in held]
-        fitted = fit(evaluator, params, train)
+        if on_fold:
+            on_fold(k, len(keys), f"without {evaluator.rows[held[0]].label}")
+        fitted = fit(evaluator, params, train, on_run=on_run)
         results = evaluator.run(fitted.params, fitted.values, held)
         for i, (ms, _) in zip(held, results):
             out[i] = Prediction(evaluator.rows[i], ms)
+    if on_fold:
+        on_fold(len(keys), len(keys), "")
     return [out[i] for i in sorted(out)]
 
 

@@ -11,16 +11,18 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.calibration.fit import (CalibrationError, Evaluator, Fit, Param, Prediction, candidate_params,
-                               cross_validate, fit, load_base)
+from runtime.calibration.fit import (CalibrationError, Evaluator, Fit, OnStep, Param, Prediction, candidate_params,
+                                     cross_validate, fit, load_base)
 from runtime.calibration.files import read_file
 from runtime.calibration.rows import Row, model_key
+from runtime.report.progress import Progress
 
 __all__ = ["add_parsers", "cmd_calibrate", "render_profile", "calibrate_files", "fastest"]
 
 # Within this much of each other two measured latencies are a tie: the published tables round to
 # 0.1 ms, so 1.7 vs 1.7 ms says nothing about which delegate is faster.
 TIE_MS = 0.05
+PROGRESS_DELAY_S = 2.0   # host seconds before a terminal shows the bar (a quick step shows nothing)
 
 
 def add_parsers(sub) -> None:
@@ -67,8 +69,10 @@ def local_model_path(row: Row) -> Path:
                            f"or in the current folder)")
 
 
-def calibrate_files(paths: Sequence[str], base: str, device: str | None = None, model: str | None = None):
-    """Rows of the files, the base profile (data, lines, text, path) and an Evaluator over them."""
+def calibrate_files(paths: Sequence[str], base: str, device: str | None = None, model: str | None = None,
+                    on_row: OnStep | None = None):
+    """Rows of the files, the base profile (data, lines, text, path) and an Evaluator over them
+    (`on_row(done, rows, label)` as each row's model is built)."""
     data, lines, text, path = load_base(base)
     files = [read_file(p, device or data["name"], model) for p in paths]
     for line in (s for f in files for s in f.skipped):   # AI Hub rows without a model file here: said, not dropped
@@ -80,7 +84,7 @@ def calibrate_files(paths: Sequence[str], base: str, device: str | None = None, 
     if len(phones) > 1:
         raise CalibrationError(f"the measurements are for several phones ({', '.join(phones)}); calibrate one "
                                f"phone at a time")
-    evaluator = Evaluator(rows, data, str(path), row_models)
+    evaluator = Evaluator(rows, data, str(path), row_models, on_row)
     used = set().union(*(s.used for s in evaluator.sims))
     return rows, (data, lines, text, path), evaluator, candidate_params(data, used)
 
@@ -91,10 +95,15 @@ def cmd_calibrate(args, extra=None) -> int:
     if args.max_nfev < 1 or args.max_nfev > 10_000:
         raise CalibrationError(f"--max_nfev must be in 1..10000, got {args.max_nfev}")
     check_writable(args.output)   # before minutes of fitting, not after
-    rows, (data, lines, text, path), evaluator, params = calibrate_files(
-        args.measurements, args.base, args.device, args.model)
-    prior = evaluator.run(params, [p.prior for p in params])
-    result = fit(evaluator, params, max_nfev=args.max_nfev)
+    prog = args.parser.prog
+    # progress on stderr (a bar on a terminal, a line every 10 s elsewhere): building the rows' models,
+    # the fit's simulations of the row set, the cross-validation's folds
+    with Progress(prog, "row", delay=PROGRESS_DELAY_S, leave=False) as progress:
+        rows, (data, lines, text, path), evaluator, params = calibrate_files(
+            args.measurements, args.base, args.device, args.model, progress)
+    with Progress(prog, "simulation", delay=PROGRESS_DELAY_S, leave=False) as progress:
+        prior = evaluator.run(params, [p.prior for p in params])
+        result = fit(evaluator, params, max_nfev=args.max_nfev, on_run=progress)
     print(f"Calibrating {data['name']} from {len(rows)} rows ({', '.join(args.measurements)}); prior {path}")
     _print_params(result)
     _print_rows(result, [ms for ms, _ in prior])
@@ -106,7 +115,10 @@ def cmd_calibrate(args, extra=None) -> int:
                                                args.device if args.device != data["name"] else None))
         print(f"wrote {args.output}")
     if args.cv:
-        _print_cv(cross_validate(evaluator, params))
+        with Progress(prog, "fold", delay=PROGRESS_DELAY_S, leave=False) as progress:
+            predictions = cross_validate(evaluator, params, on_fold=progress,
+                                         on_run=lambda done, most, label: progress.note(f"{done} simulations"))
+        _print_cv(predictions)
     return 0
 
 

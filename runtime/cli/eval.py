@@ -11,13 +11,14 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from delegates.kinds import BUILTIN_KINDS
-from runtime.cli.benchmark import threads
+from runtime.cli.benchmark import PROGRESS_DELAY_S, threads
 from runtime.cli.common import (add_device_flag, add_model_flags, check_writable, cpp_float, delegate_tool_parser,
                                 echo_log, profile_from_flags, model_from_flags, parse_delegate_flags, to_us,
                                 write_atomic)
 from runtime.evaluation.classification import (CROP_FRACTION, Normalization, Runner, Tally, Timing, input_spec, list_images,
                                 preprocess, read_denylist, read_lines, select_images, time_one_image)
 from runtime.interpreter.api import Interpreter
+from runtime.report.progress import Progress
 from runtime.ir.errors import ModelError, TestbedError
 
 __all__ = ["add_parsers", "cmd_classification", "cmd_detection"]
@@ -172,8 +173,10 @@ def _setup(args: argparse.Namespace, extra: list[str]) -> _Setup:
                   host_test=None if first else host(n), host_reference=host(1))
 
 
-def _run(setup: _Setup, paths: Sequence[Path], prepare: Callable[[Path], np.ndarray], batch: int):
-    """Timings of both configurations, then (chunk indices, test outputs, reference outputs) per chunk."""
+def _run(setup: _Setup, paths: Sequence[Path], prepare: Callable[[Path], np.ndarray], batch: int,
+         prog: str = "dtb eval"):
+    """Timings of both configurations, then (chunk indices, test outputs, reference outputs) per chunk,
+    with the images done shown on stderr as they finish (a bar on a terminal, a line every 10 s elsewhere)."""
     first = prepare(paths[0])
     with echo_log():  # the delegation log, as TFLite's tools print it when the delegates are applied
         test = setup.test()
@@ -193,11 +196,13 @@ def _run(setup: _Setup, paths: Sequence[Path], prepare: Callable[[Path], np.ndar
 
     def chunks() -> Iterator[tuple[range, list, list]]:
         step = max(r.batch for r in runners)
-        for start in range(0, len(paths), step):
-            idx = range(start, min(start + step, len(paths)))
-            images = np.stack([first if i == 0 else prepare(paths[i]) for i in idx])
-            outs = [r.run(images) for r in runners]
-            yield idx, outs[0], outs[-1]  # the same run twice when it is the reference
+        with Progress(prog, "image", delay=PROGRESS_DELAY_S, leave=False, total=len(paths)) as progress:
+            for start in range(0, len(paths), step):
+                idx = range(start, min(start + step, len(paths)))
+                images = np.stack([first if i == 0 else prepare(paths[i]) for i in idx])
+                outs = [r.run(images) for r in runners]
+                progress(idx.stop, len(paths), paths[idx.stop - 1].name)
+                yield idx, outs[0], outs[-1]  # the same run twice when it is the reference
 
     return (timings if len(timings) == 2 else timings * 2), chunks()
 
@@ -286,7 +291,8 @@ def cmd_classification(args: argparse.Namespace, extra: list[str]) -> int:
     classes, quant = _scores(graph, label)
     paths, truth, labels = _classification_inputs(args, classes)
     norm = Normalization(args.input_mean, args.input_std, args.quantized_input)
-    timings, chunks = _run(setup, paths, lambda p: preprocess(p, spec, norm, args.crop_fraction), args.batch_size)
+    timings, chunks = _run(setup, paths, lambda p: preprocess(p, spec, norm, args.crop_fraction), args.batch_size,
+                          args.parser.prog)
     tally, per_image = Tally(min(TOP_K, classes), quant), []
     for idx, (scores,), (reference,) in chunks:
         top, ref_top = tally.add(scores, reference, truth[idx.start:idx.stop])
@@ -350,7 +356,7 @@ def cmd_detection(args: argparse.Namespace, extra: list[str]) -> int:
     truth = load_coco(args.ground_truth_json)
     paths, categories = _detection_inputs(args, truth, detector)
     norm = Normalization(args.input_mean, args.input_std, args.quantized_input)
-    timings, chunks = _run(setup, paths, lambda p: preprocess(p, spec, norm, None), args.batch_size)
+    timings, chunks = _run(setup, paths, lambda p: preprocess(p, spec, norm, None), args.batch_size, args.parser.prog)
     results = _detections(chunks, paths, truth, categories)
     ids = [truth.by_name[p.name]["id"] for p in paths]
     maps = [coco_map(truth, found, ids) for found in results]

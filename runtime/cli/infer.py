@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import time
+from enum import Enum
 
 import numpy as np
 
 from runtime.cli.common import add_model_flags, check_writable, model_from_flags
 from runtime.interpreter.api import Interpreter
-from runtime.ops import KERNELS
+from runtime.ir.optypes import OpType
+from runtime.ops import select_kernel
 
-__all__ = ["add_parsers", "cmd_infer", "cmd_inspect", "cmd_export"]
+__all__ = ["add_parsers", "cmd_infer", "cmd_inspect", "cmd_export", "OpHas", "op_has"]
 
 
 def _inputs(it: Interpreter, seed: int) -> None:
@@ -50,15 +52,34 @@ def cmd_infer(args, extra=None) -> int:
     return 0
 
 
+class OpHas(Enum):
+    """What the testbed has for one op: the values it computes, or only what it costs."""
+
+    KERNEL = "kernel"                # a built-in kernel (float, 8-bit or hybrid, by the op's types)
+    CUSTOM = "custom kernel"         # a registered custom op's kernel
+    COST_ONLY = "cost only"          # no kernel: runs with timing_only charge its cost, computing nothing
+
+
+def op_has(op, graph) -> OpHas:
+    """The kernel the plan would pick for the op (select_kernel, by its element types), as an OpHas."""
+    if select_kernel(op, graph) is None:
+        return OpHas.COST_ONLY
+    return OpHas.CUSTOM if op.type is OpType.CUSTOM else OpHas.KERNEL
+
+
 def cmd_inspect(args, extra=None) -> int:
     model = model_from_flags(args)
     graph, label = model.graph, model.label
     print(f"model: {label}: {len(graph.tensors)} tensors, {len(graph.ops)} ops")
-    print(f"{'#':>4}  {'op':26s} {'v':>2}  {'inputs -> outputs':50s} reference kernel")
+    print(f"{'#':>4}  {'op':26s} {'v':>2}  {'inputs -> outputs':50s} has")
+    counts = dict.fromkeys(OpHas, 0)
     for i, op in enumerate(graph.ops):
         shapes = lambda ids: ", ".join(str(list(graph.tensors[t].shape)) for t in ids if t >= 0)  # noqa: E731
         flow = f"{shapes(op.inputs)} -> {shapes(op.outputs)}"
-        print(f"{i:>4}  {op.name:26s} {op.version:>2}  {flow:50s} {'yes' if op.type in KERNELS else 'NO'}")
+        has = op_has(op, graph)
+        counts[has] += 1
+        print(f"{i:>4}  {op.name:26s} {op.version:>2}  {flow:50s} {has.value}")
+    print("ops: " + ", ".join(f"{n} {h.value}" for h, n in counts.items()))
     return 0
 
 

@@ -21,11 +21,16 @@ from runtime.interpreter.api import Interpreter
 from runtime.report.status import CellStatus, delegates_status, record_status
 from runtime.sweep.executors import GUARD_CELLS, executor_arg
 
-__all__ = ["add_parsers"]
+__all__ = ["add_parsers", "OutputMismatches"]
 
 _KINDS = BUILTIN_KINDS
 _DIFF_SEED = 0
-_DIFF_OUTPUTS = ("FLOAT32", "INT8", "UINT8")
+# TFLite's inference_diff averages |reference - test| over float32, int8 and uint8 outputs
+# (tensorflow/lite/tools/evaluation/stages/inference_profiler_stage.cc); other floating outputs get
+# the same figure. Integer and boolean outputs (indices, classes, counts, masks) have no meaningful
+# distance: they are compared by exact match, the elements that differ counted.
+_DIFF_ERROR = ("FLOAT32", "INT8", "UINT8", "FLOAT16", "FLOAT64")
+_DIFF_EXACT = ("BOOL", "INT16", "UINT16", "INT32", "UINT32", "INT64", "UINT64", "INT4")
 
 
 def _positive(text: str) -> int:
@@ -55,8 +60,8 @@ def _diff_interpreters(args, extra, profile, graph) -> tuple[Interpreter, Interp
     flags = list(extra) + ([f"--use_{args.delegate}"] if args.delegate else [])
     delegates = parse_delegate_flags(args.parser, flags, profile)
     for t in graph.outputs:
-        if graph.tensors[t].dtype.name not in _DIFF_OUTPUTS:
-            raise TestbedError(f"inference-diff compares {', '.join(_DIFF_OUTPUTS)} outputs; output "
+        if graph.tensors[t].dtype.name not in _DIFF_ERROR + _DIFF_EXACT:
+            raise TestbedError(f"inference-diff compares {', '.join(_DIFF_ERROR + _DIFF_EXACT)} outputs; output "
                                f"'{graph.tensors[t].name}' is {graph.tensors[t].dtype.name}")
     with echo_log():
         test = Interpreter(graph=graph, experimental_delegates=delegates, device=profile,
@@ -83,17 +88,40 @@ def _check_under_test(test: Interpreter, names: list[str], nodes: int) -> None:
                            f"ops{f' ({refusal})' if refusal else ''}; nothing to compare (the test run would be the CPU's)")
 
 
-def cmd_inference_diff(args: argparse.Namespace, extra: list[str]) -> int:
-    profile = profile_from_flags(args.device, args.api_level)
-    model = model_from_flags(args)
-    graph = model.graph
-    reference, test = _diff_interpreters(args, extra, profile, graph)
+@dataclasses.dataclass
+class OutputMismatches:
+    """An integer or boolean output's exact comparison over the runs: elements that differ, of all."""
+
+    differ: int = 0
+    elements: int = 0
+    runs_differing: int = 0
+
+    def add(self, reference: np.ndarray, test: np.ndarray) -> None:
+        n = int(np.count_nonzero(reference != test)) if reference.shape == test.shape else max(reference.size, 1)
+        self.differ, self.elements = self.differ + n, self.elements + reference.size
+        self.runs_differing += n > 0
+
+    def line(self, k: int, runs: int) -> str:
+        share = self.differ / self.elements if self.elements else 0.0
+        return (f"OutputDiff[{k}]: exact_match={'true' if not self.differ else 'false'}, "
+                f"mismatched_elements={self.differ} of {self.elements} ({share:.4%}), "
+                f"runs_with_mismatch={self.runs_differing} of {runs}")
+
+
+def _mean_abs_error(reference: np.ndarray, test: np.ndarray) -> float:
+    d = np.abs(reference.astype(np.float64) - test.astype(np.float64))
+    return float(np.float32(d.mean())) if d.size else 0.0
+
+
+def _diff_runs(runs: int, graph, reference: Interpreter, test: Interpreter, progress):
+    """Both interpreters on the same Gaussian inputs `runs` times: their latencies, the float outputs'
+    mean errors per run and the exact outputs' mismatches."""
     ref_us, test_us = Stat(), Stat()
+    exact = {k for k, t in enumerate(graph.outputs) if graph.tensors[t].dtype.name in _DIFF_EXACT}
     errors: list[list[float]] = [[] for _ in graph.outputs]
-    for it in (reference, test):
-        it.allocate_tensors()
+    mismatches = {k: OutputMismatches() for k in exact}
     rng = np.random.default_rng(_DIFF_SEED)
-    for _ in range(args.num_runs):
+    for _ in range(runs):
         feed = gaussian_inputs(graph, rng)
         for it, stat in ((test, test_us), (reference, ref_us)):
             for t, value in feed.items():
@@ -101,12 +129,38 @@ def cmd_inference_diff(args: argparse.Namespace, extra: list[str]) -> int:
             it.invoke()
             stat.add(to_us(it.simulation.latencies[-1]))
         for k, t in enumerate(graph.outputs):
-            d = np.abs(reference.get_tensor(t).astype(np.float64) - test.get_tensor(t).astype(np.float64))
-            errors[k].append(float(np.float32(d.mean())) if d.size else 0.0)
+            if k in exact:
+                mismatches[k].add(reference.get_tensor(t), test.get_tensor(t))
+            else:
+                errors[k].append(_mean_abs_error(reference.get_tensor(t), test.get_tensor(t)))
+        progress.step()
+    return ref_us, test_us, errors, mismatches
+
+
+def cmd_inference_diff(args: argparse.Namespace, extra: list[str]) -> int:
+    from runtime.cli.benchmark import PROGRESS_DELAY_S
+    from runtime.report.progress import Progress
+
+    # on stderr once PROGRESS_DELAY_S of host time has passed: building a large model and its delegate
+    # takes seconds, and so does each run; elsewhere than a terminal a line every 10 s from the start
+    with Progress(args.parser.prog, "run", delay=PROGRESS_DELAY_S, leave=False, total=args.num_runs) as progress:
+        progress(0, args.num_runs)
+        progress.note("preparing the model and both interpreters")
+        profile = profile_from_flags(args.device, args.api_level)
+        model = model_from_flags(args)
+        graph = model.graph
+        reference, test = _diff_interpreters(args, extra, profile, graph)
+        for it in (reference, test):
+            it.allocate_tensors()
+        progress.note("")
+        ref_us, test_us, errors, mismatches = _diff_runs(args.num_runs, graph, reference, test, progress)
     print(f"Num evaluation runs: {args.num_runs}")
     print(f"Reference run latency: avg={cpp_float(ref_us.avg())}(us), std_dev={ref_us.std()}(us)")
     print(f"Test run latency: avg={cpp_float(test_us.avg())}(us), std_dev={test_us.std()}(us)")
     for k, values in enumerate(errors):
+        if k in mismatches:
+            print(mismatches[k].line(k, args.num_runs))
+            continue
         avg, std = _float_stat(values)
         print(f"OutputDiff[{k}]: avg_error={cpp_float(avg)}, std_dev={cpp_float(std)}")
     return 0

@@ -76,9 +76,10 @@ def elu(node: Node, x: np.ndarray) -> np.ndarray:
 def logistic(node: Node, x: np.ndarray) -> np.ndarray:
     # reference/logistic.h saturates to exactly 1 above this cutoff and uses exp(x) below -9.
     cutoff = np.float32(16.619047164916992)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore"):  # exp(-x) of x < -88 is inf, and 1 / (1 + inf) the 0 wanted
         y = np.float32(1) / (np.float32(1) + np.exp(-x))
-    y = np.where(x < -9, np.exp(x), y)
+    # exp of the clipped x: the same value wherever it is kept, and no overflow where it is not
+    y = np.where(x < -9, np.exp(np.minimum(x, np.float32(-9))), y)
     return np.where(x > cutoff, np.float32(1), y).astype(x.dtype, copy=False)
 
 

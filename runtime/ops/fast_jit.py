@@ -5,8 +5,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
+import sys
 import threading
 import time
+import weakref
 
 import numba
 import numba.core.event
@@ -17,6 +19,9 @@ from runtime.ops.compile_clock import CLOCK, compile_seconds
 __all__ = ["jit", "pjit", "threads", "run", "compile_seconds"]
 
 _state: dict = {}
+_ours: "weakref.WeakSet" = weakref.WeakSet()   # the dispatchers made here: their compiles are announced
+COMPILING = ("compiling the testbed's fast kernels for this machine (a minute or two, once: numba caches "
+             "them on disk for later runs)")
 _OPTIONS = dict(nogil=True, fastmath=False, boundscheck=False, error_model="numpy")
 
 
@@ -26,9 +31,11 @@ def _compile(fn, **extra):
     or ~/.cache/numba; $NUMBA_CACHE_DIR overrides both), so an installed copy also compiles only
     once. Only if no cache folder is writable at all does it compile afresh in every process."""
     try:
-        return numba.njit(cache=True, **_OPTIONS, **extra)(fn)
+        made = numba.njit(cache=True, **_OPTIONS, **extra)(fn)
     except RuntimeError:  # "cannot cache function ...: no locator available": nowhere writable
-        return numba.njit(cache=False, **_OPTIONS, **extra)(fn)
+        made = numba.njit(cache=False, **_OPTIONS, **extra)(fn)
+    _ours.add(made)
+    return made
 
 
 def jit(fn):
@@ -45,10 +52,24 @@ def pjit(fn):
 
 
 class _CompileEvents(numba.core.event.Listener):
-    """numba's compile events, counted on the clock delegates/guard.py reads (runtime/ops/compile_clock.py)."""
+    """numba's compile events: counted on the clock delegates/guard.py reads (runtime/ops/compile_clock.py),
+    and said once on stderr the first time one of our kernels compiles."""
+
+    def __init__(self) -> None:
+        self.said = False
 
     def on_start(self, event) -> None:
         CLOCK.start()
+        self._announce(event)
+
+    def _announce(self, event) -> None:
+        """One stderr line the first time one of our kernels compiles: a cold cache costs a minute or
+        two of silence otherwise. numba fires this event only on a real compile, never when it
+        loads the code from its cache (numba/core/dispatcher.py, Dispatcher.compile)."""
+        if self.said or (event.data or {}).get("dispatcher") not in _ours:
+            return
+        self.said = True
+        print(COMPILING, file=sys.stderr, flush=True)
 
     def on_end(self, event) -> None:
         CLOCK.end()

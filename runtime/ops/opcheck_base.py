@@ -22,9 +22,15 @@ NO_KERNEL_TYPES = {DType.STRING, DType.RESOURCE, DType.VARIANT, DType.BFLOAT16}
 EIGHT_BIT = {DType.INT8, DType.UINT8}
 INDEX_TYPES = {DType.INT32, DType.INT64}
 _QRANGE = {DType.INT8: (-128, 127), DType.UINT8: (0, 255), DType.INT32: (-(2**31), 2**31 - 1)}
-# Scales the 8-bit kernels can take: their float32 arithmetic (a fused activation's bound over the
+# Scales most 8-bit kernels take: their float32 arithmetic (a fused activation's bound over the
 # scale, a multiplier from a ratio of scales) stays finite. Real models' scales lie far inside.
 _SCALES = (2.0**-100, 2.0**100)
+# Ops whose 8-bit kernels take any positive finite scale, denormals included, as LiteRT's do (it makes
+# no range check: a published model, automl_video_traffic, has a MUL output scale of 2.97e-35), held
+# to LiteRT's outputs at such scales by tests/test_quant_scales.py. ADD refuses what LiteRT's Prepare
+# refuses (opcheck_nn.check_add_multipliers). (SUB's Prepare takes output multipliers ADD's refuses,
+# and keeps the bound until its kernel is held to LiteRT there.)
+ANY_SCALE_OPS = frozenset({OpType.ADD, OpType.MUL})
 
 # Ops whose 8-bit kernels read scales and zero points (runtime/ops/q*.py); on 8-bit data the
 # others only move elements, or have no 8-bit kernel and are refused when the plan is built.
@@ -217,13 +223,25 @@ class OpCheck:
             if q is None:
                 raise self.fail(f"{label} is {tensor.dtype.name} without quantization parameters, "
                                 f"which the 8-bit kernel needs")
-            if not _SCALES[0] <= q.scale[0] <= _SCALES[1]:
+            if self._any_scale():
+                if not (math.isfinite(q.scale[0]) and q.scale[0] > 0):
+                    raise self.fail(f"{label} has quantization scale {q.scale[0]:.7g}; the 8-bit kernel needs a "
+                                    f"positive, finite scale")
+            elif not _SCALES[0] <= q.scale[0] <= _SCALES[1]:
                 raise self.fail(f"{label} has quantization scale {q.scale[0]:.7g}; the 8-bit kernel needs a positive "
                                 f"scale in [2**-100, 2**100]")
             lo, hi = _QRANGE.get(tensor.dtype, (-(2**31), 2**31 - 1))
             if not lo <= q.zero_point[0] <= hi:
                 raise self.fail(f"{label} has zero point {q.zero_point[0]} outside {tensor.dtype.name}'s "
                                 f"range [{lo}, {hi}]")
+
+    def _any_scale(self) -> bool:
+        """An op of ANY_SCALE_OPS without a fused activation: a bound of 6 / a denormal scale would be
+        infinite, which LiteRT casts to int32 as the CPU does (INT_MIN on x86-64, INT_MAX on AArch64)."""
+        options = self.op.options
+        return self.op.type in ANY_SCALE_OPS and (
+            not isinstance(options, (opt.AddOptions, opt.MulOptions))
+            or options.fused_activation_function is opt.Activation.NONE)
 
     def weights(self, k: int, channels: int, axis: int) -> None:
         """8-bit weights: quantized per tensor or per channel along the output-channel axis."""

@@ -33,7 +33,23 @@ def binary(c: OpCheck):
                      f"{c.graph.describe_tensor(c.slot(1))} do not broadcast") from None
     if c.eight_bit:
         c.quantized(0, 1, "out")
+        if c.op.type is OpType.ADD:
+            check_add_multipliers(c)
     return [out]
+
+
+def check_add_multipliers(c: OpCheck) -> None:
+    """8-bit ADD: LiteRT's Prepare aborts the process unless each rescaling multiplier lies in
+    (0, 1) (quantization_util.cc QuantizeMultiplierSmallerThanOneExp, TFLITE_CHECK): an output scale
+    far below the inputs', or one so large that 2**20 times it overflows float32."""
+    from runtime.ops.qelementwise import add_multipliers
+
+    scales = [c.tensor(0).quant.scale[0], c.tensor(1).quant.scale[0], c.out_tensor().quant.scale[0]]
+    for what, m in zip(("the first input's", "the second input's", "the output's"), add_multipliers(*scales)):
+        if not 0 < m < 1:
+            raise c.fail(f"the quantization scales (inputs {scales[0]:.7g} and {scales[1]:.7g}, output "
+                         f"{scales[2]:.7g}) give {what} rescaling multiplier {m:.7g}; LiteRT's "
+                         f"ADD needs each in (0, 1)")
 
 
 def unary(c: OpCheck):

@@ -23,13 +23,18 @@ def _out(node: Node, v: np.ndarray, dtype, act=Activation.NONE) -> np.ndarray:
     return np.clip(v, lo, hi).astype(dtype)
 
 
+def add_multipliers(s1: float, s2: float, so: float) -> tuple[float, float, float]:
+    """ADD/SUB's three real rescaling multipliers (inputs to the common scale, it to the output's),
+    computed as add.cc's Prepare does; LiteRT stops unless each is in (0, 1)."""
+    with np.errstate(over="ignore"):  # a product past float32's range is inf, as in C: a multiplier of 0
+        twice_max = np.float64(np.float32(2 * max(np.float32(s1), np.float32(s2))))
+        out = twice_max / np.float64(np.float32((1 << _LEFT_SHIFT) * np.float32(so)))
+    return float(np.float64(s1) / twice_max), float(np.float64(s2) / twice_max), float(out)
+
+
 def _add_params(node: Node):
     (s1, _), (s2, _), (so, _) = input_quant(node, 0), input_quant(node, 1), input_quant(node, -1)
-    twice_max = np.float64(np.float32(2 * max(np.float32(s1), np.float32(s2))))
-    m1 = quant.quantize_multiplier(s1 / twice_max)
-    m2 = quant.quantize_multiplier(s2 / twice_max)
-    mo = quant.quantize_multiplier(twice_max / np.float64(np.float32((1 << _LEFT_SHIFT) * np.float32(so))))
-    return m1, m2, mo
+    return tuple(quant.quantize_multiplier(m) for m in add_multipliers(s1, s2, so))
 
 
 def _scaled(q: np.ndarray, zp: int, m) -> np.ndarray:
@@ -53,7 +58,8 @@ sub = _add_sub(-1)
 def mul(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     def params():
         (s1, _), (s2, _), (so, _) = input_quant(node, 0), input_quant(node, 1), input_quant(node, -1)
-        return quant.quantize_multiplier(np.float64(np.float32(np.float32(s1) * np.float32(s2)) / np.float32(so)))
+        with np.errstate(over="ignore", under="ignore"):  # float32 inf or 0, as LiteRT's float arithmetic gives
+            return quant.quantize_multiplier(np.float64(np.float32(np.float32(s1) * np.float32(s2)) / np.float32(so)))
     m, sh = node.cached("mul", params)
     prod = (a.astype(np.int64) - input_quant(node, 0)[1]) * (b.astype(np.int64) - input_quant(node, 1)[1])
     return _out(node, quant.mbqm(prod, m, sh) + input_quant(node, -1)[1], a.dtype, node.options.fused_activation_function)

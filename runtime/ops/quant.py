@@ -23,14 +23,19 @@ def round_half_away(x) -> np.ndarray:
 
 
 def quantize_multiplier(real) -> tuple[np.ndarray, np.ndarray]:
-    """QuantizeMultiplier: real ~= M * 2**(shift - 31), M in [2**30, 2**31) (elementwise)."""
+    """QuantizeMultiplier: real ~= M * 2**(shift - 31), M in [2**30, 2**31) (elementwise).
+
+    An infinite ratio (a scale near float32's least over another's) gives M = 0, shift 0, as
+    LiteRT's does: frexp(inf) leaves the exponent 0 and the mantissa's int64 conversion, cut to
+    int32, is 0 on x86-64 and AArch64 alike."""
     real = np.asarray(real, np.float64)
-    q, shift = np.frexp(real)
+    finite = np.isfinite(real)
+    q, shift = np.frexp(np.where(finite, real, 0.0))
     m = round_half_away(q * 2.0**31).astype(np.int64)
     carry = m == 2**31
     m = np.where(carry, 2**30, m)
     shift = np.where(carry, shift + 1, shift).astype(np.int64)
-    tiny = (shift < -31) | (real == 0)
+    tiny = (shift < -31) | (real == 0) | ~finite
     return np.where(tiny, 0, m), np.where(tiny, 0, shift)
 
 
@@ -70,11 +75,15 @@ def wrap32(x) -> np.ndarray:
 
 
 def mbqm(x, m, shift) -> np.ndarray:
-    """MultiplyByQuantizedMultiplier: the pre-shift, a rounding high multiply, a rounding shift."""
+    """MultiplyByQuantizedMultiplier: the pre-shift, a rounding high multiply, a rounding shift.
+
+    The pre-shift is C's `x * (1 << left_shift)` on int32: a multiplier of 2**31 or more (an output
+    scale far below the inputs') shifts by 32 or more, which x86-64 and AArch64 both take modulo 32
+    (SHL, LSLV on 32-bit registers), so LiteRT's outputs for such scales are those of shift % 32."""
     shift = np.asarray(shift, np.int64)
     x = np.asarray(x, np.int64)
     if np.any(shift > 0):  # the int32 pre-shift can wrap; most multipliers are < 1 and skip it
-        x = wrap32(x << np.maximum(shift, 0))
+        x = wrap32(x << (np.maximum(shift, 0) & 31))
     return rdbpot(srdhm(x, m), np.maximum(-shift, 0))
 
 

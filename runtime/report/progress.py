@@ -42,6 +42,7 @@ class Progress:
         self.start = _clock()
         self.done, self.total = 0, total
         self.first: int | None = None       # done when the first report came (resumed cells)
+        self.label = ""                     # what the step under way is doing (note)
         self._bar = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -57,6 +58,20 @@ class Progress:
         elif self._timer is None:
             self._timer = threading.Thread(target=self._tick, name="progress", daemon=True)
             self._timer.start()
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def note(self, label: str) -> None:
+        """What the step under way is doing (a fold's simulations so far), shown after the count, so a
+        long step still changes what the terminal shows."""
+        with self._lock:
+            self.label = label
+        if self._bar is not None:
+            self._bar.set_postfix_str(label)
 
     def step(self) -> None:
         """One more done (the total grows if the work outruns it: --min_secs runs more)."""
@@ -83,10 +98,11 @@ class Progress:
     def line(self) -> str:
         """The plain progress line: done / total, time so far and the time left at the rate so far."""
         with self._lock:
-            done, total, first = self.done, self.total, self.first or 0
+            done, total, first, label = self.done, self.total, self.first or 0, self.label
         elapsed = _clock() - self.start
         left = f", about {_duration(elapsed / (done - first) * (total - done))} left" if done > first else ""
-        return f"{self.prefix}: {done}/{total} {self.unit}s done, {_duration(elapsed)} elapsed{left}"
+        note = f" ({label})" if label else ""
+        return f"{self.prefix}: {done}/{total} {self.unit}s done{note}, {_duration(elapsed)} elapsed{left}"
 
     def clear(self) -> None:
         """Take the bar off the terminal line, so stdout's next line starts clean (redrawn on the next step)."""

@@ -217,10 +217,12 @@ def _client(address: str | None, workers: int | None) -> Iterator:
              "distributed.nanny.pre-spawn-environ": {"OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1,
                                                      "OPENBLAS_NUM_THREADS": 1}}
     # closing(), not the objects' own `with`: Client's sets a context variable, and CellPool may open
-    # the cluster on one thread and close it on another
+    # the cluster on one thread and close it on another. The scheduler serves HTTP (health, metrics)
+    # even without a dashboard, on port 8787 unless told otherwise, and warns "Port 8787 is already in
+    # use" when another cluster has it: ":0" takes any free port, so a second run says nothing.
     with dask.config.set(quiet), \
             contextlib.closing(LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=0,
-                                            dashboard_address=None, silence_logs=logging.CRITICAL)) as cluster, \
+                                            dashboard_address=":0", silence_logs=logging.CRITICAL)) as cluster, \
             contextlib.closing(Client(cluster, set_as_default=False)) as client:
         client.run(_quiet_worker)
         yield client
