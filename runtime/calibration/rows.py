@@ -6,7 +6,6 @@ import csv
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Mapping
 
 from delegates.kinds import DelegateKind

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
@@ -11,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime.calibration.fit import (CalibrationError, Evaluator, Fit, OnStep, Param, Prediction, candidate_params,
+from runtime.calibration.fit import (CalibrationError, Evaluator, Fit, OnStep, Prediction, candidate_params,
                                      cross_validate, fit, load_base)
 from runtime.calibration.files import read_file
 from runtime.calibration.rows import Row, model_key
