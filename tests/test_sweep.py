@@ -94,7 +94,8 @@ def test_plain_progress_lines_when_stderr_is_not_a_terminal(tmp_path, capsys, mo
 
 def test_no_progress_lines_for_a_run_shorter_than_their_interval(tmp_path, capsys):
     assert main(["run", str(write(tmp_path, SMALL)), "-o", str(tmp_path / "out")]) == 0
-    assert capsys.readouterr().err == ""
+    err = capsys.readouterr().err   # tiny_cnn lies outside the phones' fitted rows: only those warnings
+    assert all("figures were fitted to:" in ln for ln in err.splitlines()), err
 
 
 def test_a_bar_with_cells_and_eta_on_a_terminal(tmp_path, capsys, monkeypatch):

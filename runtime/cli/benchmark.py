@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import math
+import sys
 from dataclasses import dataclass
 
 from runtime.cli.common import (PROVIDER_NAMES, add_device_flag, add_model_flags, check_writable, cpp_float,
@@ -16,6 +17,7 @@ from runtime.limits import counts as limits
 from runtime.cli.record import benchmark_record
 from runtime.ir.errors import TestbedError
 from runtime.interpreter.api import Interpreter
+from runtime.measure.band import band_phrase, run_band, warning_text
 from runtime.measure.figures import measure
 from runtime.report.progress import Progress
 from runtime.measure.footprint import memory_record
@@ -243,6 +245,7 @@ def _benchmark(args: argparse.Namespace, extra: list[str]) -> int:
     warm_stat, run_stat = Stat(list(warm.us)), Stat(list(regular.us))
     print(f"Inference timings in us: Init: {init_us}, First inference: {warm_stat.first()}, "
           f"Warmup (avg): {cpp_float(warm_stat.avg())}, Inference (avg): {cpp_float(run_stat.avg())}")
+    _band_lines(args.parser.prog, run_band(profile, model.graph, sim.delegation, kinds), run_stat.avg())
     memory = memory_record(sim, unit_footprint(sim))  # the simulated phone's bytes, not the host's
     for line in memory_lines(memory, args.report_peak_memory_footprint):
         print(line)
@@ -263,6 +266,16 @@ def _benchmark(args: argparse.Namespace, extra: list[str]) -> int:
         # NaN or infinity (a delegate's overflow) become null: the file stays strict JSON
         write_atomic(args.output_json, json.dumps(strict_json(record), indent=1, sort_keys=True, allow_nan=False) + "\n")
     return 0
+
+
+def _band_lines(prog: str, rb, avg_us: float) -> None:
+    """The average latency with the phone's fitted error band (a line of its own: benchmark_model's
+    timing line stays as TFLite prints it), and on stderr the warning when the model lies outside
+    the rows that band was measured on."""
+    print(f"Latency with the fitted error band: avg={avg_us / 1e3:.2f} ms ({band_phrase(rb)})")
+    warning = warning_text(rb.phone, rb.delegate, rb.outside)
+    if warning:
+        print(f"{prog}: warning: {warning}", file=sys.stderr)
 
 
 def _init_seconds(sim) -> float:

@@ -221,12 +221,21 @@ def cmd_supported_ops(args: argparse.Namespace, extra: list[str]) -> int:
 # -- run, report -----------------------------------------------------------------------------------
 
 
+def _band_cell(rec: dict) -> str:
+    """The latency's fitted band: median / p90 |error| % and the rows, or why there is none."""
+    band = rec.get("error_band") or {}
+    if band.get("median_pct") is None:
+        return band.get("note", "-")
+    return f"{band['median_pct']:.1f} / {band['p90_pct']:.1f} ({band['rows']} {band['delegate']} rows)"
+
+
 def _summary(records: list[dict]) -> list[str]:
-    rows = [("label", "latency avg ms", "boundary %", "mJ/inference", "delegated nodes")]
+    rows = [("label", "latency avg ms", "fitted band median / p90 %", "boundary %", "mJ/inference",
+             "delegated nodes")]
     for rec in records:
         delegated = sum(d.get("nodes_delegated", 0) for d in rec.get("delegates", []))
         rows.append((str(rec.get("label") or rec.get("scenario", "")), f"{rec['latency_ms']['avg']:.3f}",
-                     f"{rec['boundary']['share'] * 100:.1f}", f"{rec['energy']['total_mj']:.3f}",
+                     _band_cell(rec), f"{rec['boundary']['share'] * 100:.1f}", f"{rec['energy']['total_mj']:.3f}",
                      f"{delegated}/{rec['model']['nodes']}"))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     return ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths)))
@@ -239,6 +248,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     import threading
 
     from delegates.guard import time_budget
+    from runtime.measure.band import warning_text
     from runtime.report.progress import Progress
     from runtime.sweep.runner import run_file
 
@@ -261,6 +271,11 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
         if main:
             signal.signal(signal.SIGTERM, previous)
     warn_refusals(prog, [r["platform_refusal"] for r in results["records"] if r.get("platform_refusal")])
+    for rec in results["records"]:   # a figure extrapolated beyond the phone's fitted rows says so
+        warning = warning_text(rec["device"], (rec.get("error_band") or {}).get("delegate", "cpu"),
+                               rec.get("outside_fit") or ())
+        if warning:
+            print(f"{prog}: warning: {rec.get('label') or rec.get('scenario', '')}: {warning}", file=sys.stderr)
     for line in _summary(results["records"]):
         print(line)
     from runtime.report.apps import summary_lines
