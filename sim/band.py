@@ -109,11 +109,20 @@ def model_traits(graph: Graph) -> ModelTraits:
             macs += describe(op, graph, shapes, Precision.FLOAT32).macs
     params = sum(int(t.data.size) for t in graph.tensors if t.is_constant)
     counts: dict[OpClass, int] = {}
-    for op in graph.ops:
+    mix = [op for op in graph.ops if not _widens_a_constant(graph, op)]
+    for op in mix:
         counts[op_class(op.type)] = counts.get(op_class(op.type), 0) + 1
-    total = max(1, len(graph.ops))
+    total = max(1, len(mix))
     shares = tuple((c, n / total) for c, n in sorted(counts.items(), key=lambda kv: kv[0].value))
     return ModelTraits(macs, params, _precisions(graph), shares)
+
+
+def _widens_a_constant(graph: Graph, op) -> bool:
+    """A DEQUANTIZE of constant weights (a float16 model's) is no part of the op mix: TFLite dequantizes
+    a constant input once and keeps the result (tensorflow/lite/kernels/dequantize.cc, IsConstantTensor);
+    the model's precision says float16 instead."""
+    return op.type is OpType.DEQUANTIZE and bool(op.inputs) and op.inputs[0] >= 0 and \
+        graph.tensors[op.inputs[0]].is_constant
 
 
 def _precisions(graph: Graph) -> frozenset[ModelPrecision]:

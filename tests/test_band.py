@@ -64,6 +64,9 @@ def test_traits_count_macs_parameters_and_op_class_shares():
     assert shares[OpClass.CONV] == pytest.approx(15 / 31) and shares[OpClass.DEPTHWISE] == pytest.approx(13 / 31)
     assert small.shares == large.shares
     assert model_traits(graph("mobilenet_v1", "uint8", alpha=1.0, resolution=128)).macs == small.macs
+    # a float16 model's DEQUANTIZE of its weights runs once, not per inference: the op mix is the float model's
+    half = model_traits(graph("mobilenet_v1", "float16", alpha=1.0, resolution=128))
+    assert half.shares == small.shares and half.precisions == {ModelPrecision.FLOAT16}
 
 
 # -- a delegate's band ------------------------------------------------------------------------------
