@@ -146,8 +146,9 @@ def _summary_row(k: int, rec: dict) -> tuple[str, ...]:
             str(rec["model"]["nodes"]), str(sum(d["partitions"] for d in ds)))
 
 
-_SUMMARY_HEAD = ("Label", "Device", "Delegates", "Avg ms", "p90 ms", "Fitted error band", "Init ms", "Crossings", "Boundary ms",
-                 "Boundary share", "mJ / inference", "Avg W", "Delegated nodes", "Total nodes", "Partitions")
+_SUMMARY_HEAD = ("Label", "Device", "Delegates", "Avg ms", "p90 ms", "Fitted error band", "Init ms", "Crossings",
+                 "Boundary ms", "Boundary share", "mJ / inference", "Avg W", "Delegated nodes", "Total nodes",
+                 "Partitions")
 
 
 def _summary_blocks(results: dict, records: list[dict]) -> list[tuple]:
