@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from runtime.ir.errors import ProfileError
 from runtime.ir.optypes import OpType
 from runtime.ir.yamlcheck import Key, parse
+from sim.band import parse_error_band
 from sim.cost import OpClass, Precision
 from sim.mechanisms import Mechanisms
 from sim.profile_parse import (GIGA, MICRO, MILLI, PICO, F, choice, ProfileCtx, fields, flag, parse_fraction,
@@ -140,7 +141,8 @@ _TOP = {"name": F("name", True, parse_text),
         "copy": F("copy", True, lambda ctx, v, p: CopySpec(**fields(ctx, v, p, _COPY))),
         "units": F("units", True, lambda ctx, v, p: _units(ctx, v, p)),
         "nnapi": F("nnapi_devices", False, lambda ctx, v, p: fields(ctx, v, p, _NNAPI)["devices"]),
-        "thermal": F("thermal", False, lambda ctx, v, p: _thermal(ctx, v, p))}
+        "thermal": F("thermal", False, lambda ctx, v, p: _thermal(ctx, v, p)),
+        "error_band": F("error_band", False, lambda ctx, v, p: parse_error_band(ctx, v, p))}
 
 
 def _thermal(ctx: ProfileCtx, value: Any, path: Key):

@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from sim.band import ErrorBand
 from sim.cost import OpClass, Precision, Rates
 from sim.mechanisms import Mechanisms
 from sim.thermal import ThermalSpec
@@ -108,6 +109,7 @@ class Profile:
     os_version: str = ""                        # the OS the profile's figures stand for ("Android 10")
     calibration: tuple[tuple[str, str], ...] = ()  # prior / measurements / rows of a fitted profile
     thermal: ThermalSpec | None = None          # heat network, DVFS levels, trips (sim/thermal.py)
+    error_band: ErrorBand | None = None         # cross-validated |error| per delegate (sim/band.py); None: not fitted
 
     def unit(self, name: str) -> UnitSpec:
         for u in self.units:

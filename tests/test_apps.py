@@ -58,6 +58,9 @@ def test_different_models_on_different_units_each_get_their_frames_and_percentil
         assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
         assert r["label"] == f"apps app={name}" and r["streams"] == 3 and r["timing_only"] is True
     assert rec["camera"]["thermal"]["units"]["gpu"]["final_mhz"] == 585   # two seconds heat nothing
+    # each app's latency carries the band of the delegate that ran it, and says when its model is unlike the fit
+    assert [rec[n]["error_band"]["delegate"] for n in ("camera", "audio", "hands")] == ["gpu", "nnapi", "cpu"]
+    assert rec["hands"]["outside_fit"] and any("int8" in p for p in rec["audio"]["outside_fit"])
 
 
 def test_a_frame_arriving_while_one_runs_is_dropped_or_queued(tmp_path):

@@ -170,7 +170,13 @@ def test_calibrate_writes_a_loadable_profile_and_prints_the_cross_validation(tmp
                      "--device", "myphone"]) == 0
     text = capsys.readouterr().out
     assert "Leave-one-model-out cross-validation (4 rows)" in text and "fastest delegate agrees for" in text
+    assert "Error band per delegate" in text and "band cpu      median" in text
     mine = load_profile(out)
+    # the band the cross-validation printed is the one written: per delegate, its rows and what they covered
+    assert [(b.delegate.value, b.rows, b.coverage.models) for b in mine.error_band.delegates] == \
+        [("cpu", 2, 2), ("gpu", 2, 2)]
+    cpu = mine.error_band.of("cpu")
+    assert f"band cpu      median {cpu.median_pct:.1f}%, p90 {cpu.p90_pct:.1f}% on 2 rows" in text
     assert mine.name == "myphone"
     info = dict(mine.calibration)
     assert info["rows"] == "4" and info["measurements"] == "m.csv"

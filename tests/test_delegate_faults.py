@@ -66,7 +66,10 @@ def cli(capsys, *argv: str) -> tuple[int, str, str]:
     code = main([*BENCH, *argv])
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err
-    return code, captured.out, captured.err
+    # tiny_cnn lies outside the rows pixel4 was fitted to: the warning that says so (tests/test_band.py)
+    # is not what these tests watch
+    err = "".join(ln for ln in captured.err.splitlines(keepends=True) if "figures were fitted to:" not in ln)
+    return code, captured.out, err
 
 
 def test_the_family_has_31_faults_each_with_a_factory():

@@ -34,7 +34,8 @@ def test_a_delegate_on_its_own_platform_has_no_refusal(kind, phone):
 
 
 def _warnings(err: str) -> list[str]:
-    return [line for line in err.splitlines() if "warning" in line]
+    """Warning lines but the one saying tiny_cnn lies outside the phone's fitted rows (tests/test_band.py)."""
+    return [line for line in err.splitlines() if "warning" in line and "figures were fitted to:" not in line]
 
 
 @pytest.mark.parametrize("kind, phone", sorted(REFUSED))

@@ -104,14 +104,16 @@ def test_plain_progress_lines_when_stderr_is_not_a_terminal(tmp_path, capsys, mo
     real = runner.run_scenario
     monkeypatch.setattr(runner, "run_scenario", lambda *a: time.sleep(0.1) or real(*a))   # a run of a second
     assert main(["run", str(write(tmp_path, SMALL)), "-o", str(tmp_path / "out")]) == 0
-    lines = capsys.readouterr().err.splitlines()
+    # tiny_cnn lies outside the phones' fitted rows: those warnings aside, stderr holds progress lines only
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "figures were fitted to:" not in ln]
     assert lines and all(LINE.fullmatch(line) for line in lines), [x for x in lines if not LINE.fullmatch(x)]
     assert any("left" in line for line in lines)
 
 
 def test_no_progress_lines_for_a_run_shorter_than_their_interval(tmp_path, capsys):
     assert main(["run", str(write(tmp_path, SMALL)), "-o", str(tmp_path / "out")]) == 0
-    assert capsys.readouterr().err == ""
+    err = capsys.readouterr().err   # tiny_cnn lies outside the phones' fitted rows: only those warnings
+    assert all("figures were fitted to:" in ln for ln in err.splitlines()), err
 
 
 def test_a_bar_with_cells_and_eta_on_a_terminal(tmp_path, capsys, monkeypatch):
@@ -121,7 +123,9 @@ def test_a_bar_with_cells_and_eta_on_a_terminal(tmp_path, capsys, monkeypatch):
     assert "6/6" in tty.getvalue() and "cell" in tty.getvalue() and "<" in tty.getvalue()   # elapsed<left
 
 
-BENCH = ["benchmark", "--zoo", "tiny_cnn", "--zoo_args", "resolution=16", "--num_runs", "20", "--timing_only"]
+# generic: a phone with no fitted band, so stderr holds progress lines only (tiny_cnn lies outside every fitted phone's rows)
+BENCH = ["benchmark", "--zoo", "tiny_cnn", "--zoo_args", "resolution=16", "--num_runs", "20", "--timing_only",
+         "--device", "generic"]
 
 
 def fake_clock(monkeypatch, step: float) -> None:

@@ -16,6 +16,7 @@ from runtime.limits import counts as limits
 from runtime.cli.record import benchmark_record
 from runtime.ir.errors import TestbedError
 from runtime.interpreter.api import Interpreter
+from runtime.measure.band import band_phrase, run_band, warning_text
 from runtime.measure.figures import measure
 from runtime.report.progress import Progress
 from runtime.measure.footprint import memory_record
@@ -227,6 +228,7 @@ def cmd_benchmark(args: argparse.Namespace, extra: list[str]) -> int:
     warm_stat, run_stat = Stat(list(warm.us)), Stat(list(regular.us))
     print(f"Inference timings in us: Init: {init_us}, First inference: {warm_stat.first()}, "
           f"Warmup (avg): {cpp_float(warm_stat.avg())}, Inference (avg): {cpp_float(run_stat.avg())}")
+    _band_lines(args.parser.prog, run_band(profile, model.graph, simulation.delegation, kinds), run_stat.avg())
     memory = memory_record(simulation, unit_footprint(simulation))  # the simulated phone's bytes, not the host's
     for line in memory_lines(memory, args.report_peak_memory_footprint):
         print(line)
@@ -247,6 +249,16 @@ def cmd_benchmark(args: argparse.Namespace, extra: list[str]) -> int:
         # NaN or infinity (a delegate's overflow) become null: the file stays strict JSON
         write_atomic(args.output_json, json.dumps(strict_json(record), indent=1, sort_keys=True, allow_nan=False) + "\n")
     return 0
+
+
+def _band_lines(prog: str, rb, avg_us: float) -> None:
+    """The average latency with the phone's fitted error band (a line of its own: benchmark_model's
+    timing line stays as TFLite prints it), and on stderr the warning when the model lies outside
+    the rows that band was measured on."""
+    print(f"Latency with the fitted error band: avg={avg_us / 1e3:.2f} ms ({band_phrase(rb)})")
+    warning = warning_text(rb.phone, rb.delegate, rb.outside)
+    if warning:
+        print(f"{prog}: warning: {warning}", file=sys.stderr)
 
 
 def _init_seconds(simulation) -> float:

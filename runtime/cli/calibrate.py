@@ -10,11 +10,13 @@ from typing import Sequence
 
 import numpy as np
 
+from runtime.calibration.band import error_band
 from runtime.calibration.fit import (CalibrationError, Evaluator, Fit, OnStep, Prediction, candidate_params,
                                      cross_validate, fit, load_base)
 from runtime.calibration.files import read_file
 from runtime.calibration.rows import Row, model_key
 from runtime.report.progress import Progress
+from sim.band import ErrorBand, render_error_band
 
 __all__ = ["add_parsers", "cmd_calibrate", "render_profile", "calibrate_files", "fastest"]
 
@@ -106,18 +108,21 @@ def cmd_calibrate(args, extra=None) -> int:
     print(f"Calibrating {data['name']} from {len(rows)} rows ({', '.join(args.measurements)}); prior {path}")
     _print_params(result)
     _print_rows(result, [ms for ms, _ in prior])
+    band = None
+    if args.cv:   # before writing: the written profile carries the band the cross-validation measured
+        with Progress(prog, "fold", delay=PROGRESS_DELAY_S, leave=False) as progress:
+            predictions = cross_validate(evaluator, params, on_fold=progress,
+                                         on_run=lambda done, most, label: progress.note(f"{done} simulations"))
+        _print_cv(predictions)
+        band = error_band(evaluator, predictions)
+        _print_band(band)
     if args.output:
         from runtime.ir.atomic import write_text
 
         source = ", ".join(_relative(Path(p), Path(args.output).parent) for p in args.measurements)
         write_text(args.output, render_profile(text, lines, result, source, _relative(path, Path(args.output).parent),
-                                               args.device if args.device != data["name"] else None))
+                                               args.device if args.device != data["name"] else None, band))
         print(f"wrote {args.output}")
-    if args.cv:
-        with Progress(prog, "fold", delay=PROGRESS_DELAY_S, leave=False) as progress:
-            predictions = cross_validate(evaluator, params, on_fold=progress,
-                                         on_run=lambda done, most, label: progress.note(f"{done} simulations"))
-        _print_cv(predictions)
     return 0
 
 
@@ -174,6 +179,18 @@ def _print_cv(predictions: Sequence[Prediction]) -> None:
     print(f"fastest delegate agrees for {agree} of {len(rows)} models")
 
 
+def _print_band(band: ErrorBand) -> None:
+    """The band each delegate's figures carry (dtb benchmark, reports), and what its rows covered."""
+    print("\nError band per delegate (leave-one-model-out |error|) and the models its rows fitted")
+    for b in band.delegates:
+        c = b.coverage
+        shares = ", ".join(f"{cls.value} {lo:.0%}-{hi:.0%}" for cls, lo, hi in c.shares)
+        print(f"band {b.delegate.value:8s} median {b.median_pct:.1f}%, p90 {b.p90_pct:.1f}% on {b.rows} rows; "
+              f"{c.models} models, {', '.join(sorted(p.value for p in c.precisions))}, "
+              f"MACs {c.macs[0] / 1e6:.1f}-{c.macs[1] / 1e6:.1f} M, params {c.params[0] / 1e6:.2f}-"
+              f"{c.params[1] / 1e6:.2f} M, op share {shares}")
+
+
 # -- writing the profile ----------------------------------------------------------------------------
 
 # A prior profile says what it is on a header line starting so; the calibrated file says what it is.
@@ -186,10 +203,11 @@ def fmt(value: float) -> str:
     return text if "e" not in text else f"{value:.6f}".rstrip("0").rstrip(".")
 
 
-def render_profile(text: str, lines: dict, result: Fit, source: str, prior: str, name: str | None = None) -> str:
+def render_profile(text: str, lines: dict, result: Fit, source: str, prior: str, name: str | None = None,
+                   band: ErrorBand | None = None) -> str:
     """The base profile's YAML with every fitted number replaced in place and its comment saying so,
-    a `calibration:` section naming the prior and the measurements, and the phone's own name when
-    it is another phone than the base's."""
+    a `calibration:` section naming the prior and the measurements, the phone's own name when it is
+    another phone than the base's, and the cross-validation's `error_band:` section when given."""
     out = text.splitlines()
     if name:
         n = lines[("name",)] - 1
@@ -213,4 +231,6 @@ def render_profile(text: str, lines: dict, result: Fit, source: str, prior: str,
     out += ["", "calibration:                    # written by dtb calibrate; refit with it from the prior",
             f"  prior: {prior}", f"  measurements: {source}",
             f"  rows: {rows:<26d}# fitted: measurement rows the fit used"]
+    if band is not None:
+        out += ["", *render_error_band(band)]
     return "\n".join(out) + "\n"

@@ -28,7 +28,7 @@ def benchmark_record(args, model, profile, simulation, kinds: Sequence[str], m, 
                      pairs, estimated: Sequence[int] = ()) -> dict[str, Any]:
     """`pairs`: (output name, reference array, test array) per output, or None when timing only;
     `estimated`: ops costed from their shapes for want of a kernel (timing only)."""
-    fields = record_fields(m, simulation.delegation, kinds, model.graph, simulation.nonfinite, estimated)
+    fields = record_fields(m, simulation.delegation, kinds, model.graph, simulation.nonfinite, estimated, profile)
     label = "+".join(kinds) or "cpu"
     return {
         "scenario": "dtb benchmark", "label": label, "cell": {"delegates": label},

@@ -233,10 +233,19 @@ def cmd_partition(args: argparse.Namespace, extra: list[str]) -> int:
 # -- run, report -----------------------------------------------------------------------------------
 
 
+def _band_cell(rec: dict) -> str:
+    """The latency's fitted band: median / p90 |error| % and the rows, or why there is none."""
+    band = rec.get("error_band") or {}
+    if band.get("median_pct") is None:
+        return band.get("note", "-")
+    return f"{band['median_pct']:.1f} / {band['p90_pct']:.1f} ({band['rows']} {band['delegate']} rows)"
+
+
 def _summary(records: list[dict]) -> list[str]:
-    """dtb run's table, a row per record; a failed cell reads FAILED (its figures are the CPU's) and its
-    error follows the table."""
-    rows = [("label", "latency avg ms", "boundary %", "mJ/inference", "delegated nodes")]
+    """dtb run's table, a row per record, with the latency's fitted error band; a failed cell reads
+    FAILED (its figures are the CPU's) and its error follows the table."""
+    rows = [("label", "latency avg ms", "fitted band median / p90 %", "boundary %", "mJ/inference",
+             "delegated nodes")]
     failures = []
     for rec in records:
         label = str(rec.get("label") or rec.get("scenario", ""))
@@ -245,7 +254,7 @@ def _summary(records: list[dict]) -> list[str]:
         if status is CellStatus.FAILED:
             delegated = "FAILED"
             failures.append(f"FAILED {label}: {error}; the CPU ran instead, so its figures are the CPU's")
-        rows.append((label, f"{rec['latency_ms']['avg']:.3f}", f"{rec['boundary']['share'] * 100:.1f}",
+        rows.append((label, f"{rec['latency_ms']['avg']:.3f}", _band_cell(rec), f"{rec['boundary']['share'] * 100:.1f}",
                      f"{rec['energy']['total_mj']:.3f}", delegated))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     return ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths)))
@@ -256,6 +265,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     import signal
     import threading
 
+    from runtime.measure.band import warning_text
     from runtime.report.progress import Progress
     from runtime.sweep.runner import run_file
 
@@ -277,6 +287,11 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     warn_refusals(prog, [r["platform_refusal"] for r in results["records"] if r.get("platform_refusal")])
     for note in scenario_default_notes(results["records"]):
         print(f"{prog}: note: {note}", file=sys.stderr)
+    for rec in results["records"]:   # a figure extrapolated beyond the phone's fitted rows says so
+        warning = warning_text(rec["device"], (rec.get("error_band") or {}).get("delegate", "cpu"),
+                               rec.get("outside_fit") or ())
+        if warning:
+            print(f"{prog}: warning: {rec.get('label') or rec.get('scenario', '')}: {warning}", file=sys.stderr)
     for line in _summary(results["records"]):
         print(line)
     from runtime.report.apps import summary_lines

@@ -14,12 +14,13 @@ import numpy as np
 from runtime.interpreter.delegation import CpuStep
 from runtime.interpreter.executor import PartitionJob
 from runtime.ir.graph import Graph
+from runtime.measure.band import band_json, run_band
 from runtime.measure.figures import output_diff
 from runtime.report.status import delegates_status
 from runtime.scenario.spec import DelegateSpec
 from sim.work import footprint, tensor_bytes
 
-__all__ = ["record_fields", "unit_footprint", "strict_json", "nonfinite_records", "status_fields"]
+__all__ = ["record_fields", "unit_footprint", "strict_json", "nonfinite_records", "status_fields", "band_fields"]
 
 
 def unit_footprint(simulation) -> dict[str, int]:
@@ -99,12 +100,14 @@ def stats_ms(stats) -> dict[str, float]:
 
 
 def record_fields(m, delegation, kinds: Sequence[str], graph: Graph, nonfinite: Mapping | None = None,
-                  estimated: Sequence[int] = ()) -> dict[str, Any]:
+                  estimated: Sequence[int] = (), profile=None) -> dict[str, Any]:
     """The measured part of a results.json record (shared with `dtb benchmark --output_json`).
     `nonfinite`: (delegate name, tensor) -> invokes whose output held NaN or infinity. `estimated`:
-    ops a timing-only run costed from their shapes because no kernel runs them."""
+    ops a timing-only run costed from their shapes because no kernel runs them. `profile`: the phone,
+    whose fitted error band the latency carries (runtime/measure/band.py)."""
     delegates = delegate_records(delegation, kinds)
     return {
+        **(band_fields(profile, graph, delegation, kinds) if profile is not None else {}),
         "nonfinite": nonfinite_records(nonfinite or {}, graph),
         "estimated": [graph.describe_op(i) for i in estimated],
         "model": {"name": graph.name, "nodes": len(graph.ops)},
@@ -127,6 +130,13 @@ def record_fields(m, delegation, kinds: Sequence[str], graph: Graph, nonfinite: 
         **({"memory": m.memory.as_json()} if m.memory is not None else {}),
         "log": list(delegation.log),
     }
+
+
+def band_fields(profile, graph: Graph, delegation, kinds: Sequence[str]) -> dict[str, Any]:
+    """A record's `error_band` (the fitted band its latency carries) and `outside_fit` (how the model
+    lies outside the rows that band was measured on; empty when inside)."""
+    rb = run_band(profile, graph, delegation, kinds)
+    return {"error_band": band_json(rb), "outside_fit": list(rb.outside)}
 
 
 def plain_value(value: Any) -> Any:

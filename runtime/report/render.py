@@ -31,6 +31,7 @@ _LATENCY_KEYS = ("count", "first", "warmup_avg", "avg", "std", "min", "max", "p5
 _CSV_HEAD = ("scenario", "label", "device", "model.name", "model.quantization", "model.nodes", "threads",
              "streams", "warmup", "runs", "timing_only")
 _CSV_TAIL = tuple(f"latency_ms.{k}" for k in _LATENCY_KEYS) + (
+    "error_band.delegate", "error_band.rows", "error_band.median_pct", "error_band.p90_pct", "outside_fit",
     "init_ms", "boundary.crossings", "boundary.bytes", "boundary.ms", "boundary.mj", "boundary.share",
     "energy.total_mj", "energy.avg_power_w", "energy.peak_power_w")
 _STYLE = ("body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:.5em 0 1em}"
@@ -137,17 +138,29 @@ def _failed(rec: dict) -> str:
     return (error or "a delegate failed") if status is CellStatus.FAILED else ""
 
 
+def _band(rec: dict) -> str:
+    """The latency's fitted error band in a table cell ("-" for a record written before bands)."""
+    band = rec.get("error_band")
+    if not isinstance(band, dict):
+        return "-"
+    if not _is_number(band.get("median_pct")):
+        return str(band.get("note", "no band"))
+    return f"median {band['median_pct']:.1f}%, p90 {band.get('p90_pct', 0):.1f}% ({band.get('rows')} " \
+           f"{band.get('delegate')} rows)" + (" OUTSIDE FIT" if rec.get("outside_fit") else "")
+
+
 def _summary_row(k: int, rec: dict) -> tuple[str, ...]:
     lat, b, e, ds = rec["latency_ms"], rec["boundary"], rec["energy"], rec["delegates"]
     delegated = "FAILED" if _failed(rec) else str(sum(d["nodes_delegated"] for d in ds))
-    return (_label(k, rec), str(rec["device"]), _delegates(rec), _f2(lat["avg"]), _f2(lat["p90"]),
+    return (_label(k, rec), str(rec["device"]), _delegates(rec), _f2(lat["avg"]), _f2(lat["p90"]), _band(rec),
             _f2(rec["init_ms"]), f"{b['crossings']:g}", _f2(b["ms"]), f"{b['share'] * 100:.1f}%",
             _f2(e["total_mj"]), _f2(e["avg_power_w"]), delegated,
             str(rec["model"]["nodes"]), str(sum(d["partitions"] for d in ds)))
 
 
-_SUMMARY_HEAD = ("Label", "Device", "Delegates", "Avg ms", "p90 ms", "Init ms", "Crossings", "Boundary ms",
-                 "Boundary share", "mJ / inference", "Avg W", "Delegated nodes", "Total nodes", "Partitions")
+_SUMMARY_HEAD = ("Label", "Device", "Delegates", "Avg ms", "p90 ms", "Fitted error band", "Init ms", "Crossings",
+                 "Boundary ms", "Boundary share", "mJ / inference", "Avg W", "Delegated nodes", "Total nodes",
+                 "Partitions")
 
 
 def _summary_blocks(results: dict, records: list[dict]) -> list[tuple]:
@@ -182,6 +195,18 @@ def _claimed_nothing(rec: dict) -> str:
     return f"No op delegated: {names} claimed none of the {rec['model']['nodes']} ops{why}."
 
 
+def _band_blocks(rec: dict) -> list[tuple]:
+    """The latency with its fitted band, and the warning when the model lies outside the band's rows."""
+    if not isinstance(rec.get("error_band"), dict):
+        return []
+    out = [("p", f"Latency {_f2(rec['latency_ms']['avg'])} ms avg; {rec['error_band'].get('note', '')} "
+                 f"(leave-one-model-out cross-validation of {rec['device']}).")]
+    if rec.get("outside_fit"):
+        out.append(("p", "Warning: the model lies outside the fitted rows: " + "; ".join(map(str, rec["outside_fit"]))
+                    + "."))
+    return out
+
+
 def _unsupported_blocks(rec: dict) -> list[tuple]:
     head = ("h", 3, "Unsupported ops")
     if not rec["delegates"]:
@@ -205,6 +230,7 @@ def _unsupported_blocks(rec: dict) -> list[tuple]:
 def _record_blocks(k: int, rec: dict) -> list[tuple]:
     blocks = [("h", 2, f"{k + 1}. {_label(k, rec)} on {rec['device']}"), ("p", _setup_line(rec))]
     blocks += _failure_blocks(rec)   # before any figure: they are the CPU's
+    blocks += _band_blocks(rec)
     blocks += app_blocks(rec)   # an app stream of a concurrent-apps run: frames, sustained latency, heat
     blocks += _unsupported_blocks(rec)
     rails = [(str(r), _f2(v["active_mj"]), _f2(v["total_mj"])) for r, v in rec["energy"]["rails"].items()]
@@ -318,6 +344,8 @@ def _csv_row(rec: dict) -> dict[str, Any]:
                 "unsupported": sum(len(d.get("unsupported", [])) for d in ds),
                 "error": _failed(rec),
                 "output_diff.max": _diff_max(rec["output_diff"]), **apps_csv_values(rec)})
+    if isinstance(rec.get("outside_fit"), list):   # phrases, as the warning joins them
+        row["outside_fit"] = "; ".join(map(str, rec["outside_fit"]))
     row.update({f"energy.rails.{r}.{k}": v[k] for r, v in rec["energy"]["rails"].items()
                 for k in ("active_mj", "total_mj")})
     return row

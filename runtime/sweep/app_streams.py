@@ -26,8 +26,8 @@ from runtime.interpreter.api import Interpreter
 from runtime.interpreter.executor import PartitionJob
 from runtime.ir.errors import ScenarioError
 from runtime.measure.figures import boundary_interval, per_op_times, latency_stats
-from runtime.measure.record import (delegate_records, stats_ms, plain_value, nonfinite_records, status_fields,
-                                   unit_footprint)
+from runtime.measure.record import (band_fields, delegate_records, stats_ms, plain_value, nonfinite_records,
+                                    status_fields, unit_footprint)
 from runtime.scenario.spec import InputSpec
 from sim.monitor import interval_joules
 from sim.soc import SoC
@@ -228,6 +228,7 @@ def _record(sc, profile, s: _Stream, ledger: Ledger, run: dict, heat: dict | Non
                                       if r.platform_refusal) or None,
         "placement": {str(k): v for k, v in sorted(simulation.delegation.placement().items())},
         "latency_ms": stats_ms(latency),
+        **band_fields(profile, s.graph, simulation.delegation, [d.kind for d in spec.delegates]),
         "service_ms": {"avg": service * 1e3},
         "frames": {"arrived": s.arrived, "completed": len(s.frames), "dropped": s.dropped, "deadline_misses": misses},
         "sustained": _sustained(sc, s.frames, t0),

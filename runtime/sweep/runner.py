@@ -84,7 +84,7 @@ def simulate(graph: Graph, profile, delegates_for_stream: Callable[[], list], th
     units = unit_footprint(simulation)
     m = measure(soc, soc.trace.inferences, warmup, units, memory_record(simulation, units))
     nonfinite = sum((it.simulation.nonfinite for it in its), Counter())
-    record = record_fields(m, simulation.delegation, kinds, graph, nonfinite, its[0].estimated_ops)
+    record = record_fields(m, simulation.delegation, kinds, graph, nonfinite, its[0].estimated_ops, profile)
     record["output_diff"] = diffs(graph, _reference(graph, feeds), outputs) if reference and feeds else []
     return record, soc
 
