@@ -12,7 +12,7 @@ import numpy as np
 from runtime.ir.graph import DType, Graph
 from runtime.ir.optypes import OpType
 from sim.cost import OpClass, Precision
-from sim.profile_parse import Ctx, parse_integer, parse_mapping, parse_number, show_value
+from sim.profile_parse import ProfileCtx, parse_integer, parse_mapping, parse_number, show_value
 
 __all__ = ["BandDelegate", "ModelPrecision", "ModelTraits", "Coverage", "DelegateBand", "ErrorBand",
            "model_traits", "coverage", "delegate_band", "outside", "parse_error_band", "render_error_band",
@@ -36,6 +36,7 @@ class BandDelegate(enum.Enum):
     NNAPI = "nnapi"
     HEXAGON = "hexagon"
     COREML = "coreml"
+    QNN = "qnn"
 
 
 class ModelPrecision(enum.Enum):
@@ -208,7 +209,7 @@ def _si(n: int) -> str:
 _KEYS = ("rows", "median_pct", "p90_pct", "models", "precisions", "macs", "params", "op_share")
 
 
-def parse_error_band(ctx: Ctx, value: Any, path: tuple) -> ErrorBand:
+def parse_error_band(ctx: ProfileCtx, value: Any, path: tuple) -> ErrorBand:
     """`error_band:` as `dtb calibrate --cv -o` writes it: per delegate its rows, median and p90
     |error| in percent, and the models' count, precisions, MACs, parameters and op-class shares."""
     bands = []
@@ -220,7 +221,7 @@ def parse_error_band(ctx: Ctx, value: Any, path: tuple) -> ErrorBand:
     return ErrorBand(tuple(bands))
 
 
-def _delegate(ctx: Ctx, delegate: BandDelegate, table: dict, path: tuple) -> DelegateBand:
+def _delegate(ctx: ProfileCtx, delegate: BandDelegate, table: dict, path: tuple) -> DelegateBand:
     for key in table:
         if key not in _KEYS:
             raise ctx.fail(path + (key,), f"unknown key; expected one of {', '.join(_KEYS)}")
@@ -236,7 +237,7 @@ def _delegate(ctx: Ctx, delegate: BandDelegate, table: dict, path: tuple) -> Del
                         pct("p90_pct"), seen)
 
 
-def _span(ctx: Ctx, value: Any, path: tuple) -> tuple[int, int]:
+def _span(ctx: ProfileCtx, value: Any, path: tuple) -> tuple[int, int]:
     if not (isinstance(value, list) and len(value) == 2):
         raise ctx.fail(path, f"must be a [least, most] pair, got {show_value(value)}")
     lo, hi = (parse_integer(0)(ctx, v, path) for v in value)
@@ -245,14 +246,14 @@ def _span(ctx: Ctx, value: Any, path: tuple) -> tuple[int, int]:
     return lo, hi
 
 
-def _precision_set(ctx: Ctx, value: Any, path: tuple) -> frozenset[ModelPrecision]:
+def _precision_set(ctx: ProfileCtx, value: Any, path: tuple) -> frozenset[ModelPrecision]:
     names = {p.value for p in ModelPrecision}
     if not isinstance(value, list) or not value or any(v not in names for v in value):
         raise ctx.fail(path, f"must be a list of precisions ({', '.join(sorted(names))}), got {show_value(value)}")
     return frozenset(ModelPrecision(v) for v in value)
 
 
-def _shares(ctx: Ctx, value: Any, path: tuple) -> tuple[tuple[OpClass, float, float], ...]:
+def _shares(ctx: ProfileCtx, value: Any, path: tuple) -> tuple[tuple[OpClass, float, float], ...]:
     out = []
     for name, pair in parse_mapping(ctx, value, path).items():
         if name not in {c.value for c in OpClass}:

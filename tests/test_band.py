@@ -14,7 +14,8 @@ import yaml
 from delegates.kinds import DelegateKind
 from runtime.calibration.band import error_band
 from runtime.calibration.fit import Evaluator, Prediction
-from runtime.calibration.rows import DELEGATES, read_csv, read_measurements
+from runtime.calibration.files import read_measurements
+from runtime.calibration.rows import DELEGATES, read_csv
 from runtime.cli.calibrate import row_models
 from runtime.cli.main import main
 from runtime.ir.errors import ProfileError
@@ -26,7 +27,7 @@ from sim.band import (BandDelegate, ModelPrecision, SHARE_MARGIN, delegate_band,
                       parse_error_band, render_error_band)
 from sim.cost import OpClass
 from sim.profile import PROFILE_DIR, load_profile
-from sim.profile_parse import Ctx
+from sim.profile_parse import ProfileCtx
 
 HEADER = "model,args,quantization,device,delegate,threads,latency_ms\n"
 SHIPPED = ("pixel3", "pixel4", "iphone_xs")
@@ -96,7 +97,7 @@ def test_error_band_groups_held_out_rows_by_delegate(tmp_path):
     assert gpu.coverage.precisions == {ModelPrecision.FLOAT32} and gpu.coverage.models == 1
     # written and read back as a profile section
     written = yaml.safe_load("\n".join(render_error_band(band)))["error_band"]
-    back = parse_error_band(Ctx("p", {}), written, ("error_band",))
+    back = parse_error_band(ProfileCtx("p", {}), written, ("error_band",))
     assert [(b.delegate, b.rows, b.median_pct, b.p90_pct, b.coverage.macs, b.coverage.precisions)
             for b in back.delegates] == [(b.delegate, b.rows, b.median_pct, b.p90_pct, b.coverage.macs,
                                           b.coverage.precisions) for b in band.delegates]

@@ -15,9 +15,9 @@ def error_band(evaluator: Evaluator, predictions: Sequence[Prediction]) -> Error
     """One band per delegate the rows have (BandDelegate's order): the leave-one-model-out errors of
     its rows, and the traits of the distinct models those rows measured."""
     traits: dict[tuple, ModelTraits] = {}
-    for row, sim in zip(evaluator.rows, evaluator.sims):
+    for row, simulation in zip(evaluator.rows, evaluator.sims):
         if model_key(row) not in traits:
-            traits[model_key(row)] = model_traits(sim.graph)
+            traits[model_key(row)] = model_traits(simulation.graph)
     bands = []
     for delegate in BandDelegate:
         mine = [p for p in predictions if p.row.delegate == delegate.value]
