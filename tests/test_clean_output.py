@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -51,4 +52,7 @@ def test_no_warning_text_reaches_stderr_from_the_cli(tmp_path):
                           capture_output=True, text=True)
     codes = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("COMMAND ")]
     assert done.returncode == 0 and codes == [[a[0], "0"] for a in argvs], done.stderr[-3000:]
-    assert "Warning" not in done.stderr and "warning" not in done.stderr.lower(), done.stderr[-3000:]
+    # the tool's own warnings ("dtb benchmark: warning: the model lies outside ...") are what it means to
+    # say; anything else holding "warning" is Python's or a library's
+    theirs = [line for line in done.stderr.splitlines() if not re.match(r"dtb [\w -]+: warning: ", line)]
+    assert not any("warning" in line.lower() for line in theirs), done.stderr[-3000:]
