@@ -230,7 +230,6 @@ def outside_reason(folder: str) -> str | None:
     return None
 
 
-
 def _external(ctx: Ctx, m: dict[str, Any], path: Key, load: Load) -> DelegateSpec:
     mapping(ctx, m, path, ("path", "entry_point", "options"))
     if "path" not in m and "entry_point" not in m:
