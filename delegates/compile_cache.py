@@ -1,14 +1,40 @@
-"""The on-disk compilation cache of the GPU (serialization) and NNAPI (cache_dir + token) delegates."""
+"""The on-disk compilation cache of the GPU (serialization) and NNAPI (cache_dir + token) delegates.
+
+The token is part of a file name in the cache folder, so it may hold no path separator: a token of
+`../../x` would write outside the folder the user named."""
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
 
+from delegates.api import DelegateError
 from runtime.ir.atomic import write_text
 from runtime.ir.graph import Graph
 
-__all__ = ["fingerprint", "is_warm", "store"]
+__all__ = ["fingerprint", "is_warm", "store", "token_problem", "check_token", "MAX_TOKEN"]
+
+MAX_TOKEN = 128      # characters; with the delegate and fingerprint, well inside a file name's 255 bytes
+
+
+def token_problem(token: str) -> str | None:
+    """Why a model token cannot be a plain file name in the cache folder, or None."""
+    if any(sep in token for sep in ("/", "\\")):
+        return f"{token!r} holds a path separator"
+    if token in (".", ".."):
+        return f"{token!r} names a folder"
+    if any(ord(c) < 32 for c in token):
+        return f"{token!r} holds a control character"
+    if len(token) > MAX_TOKEN:
+        return f"it is {len(token):,} characters long; at most {MAX_TOKEN}"
+    return None
+
+
+def check_token(token: str | None, what: str) -> None:
+    """DelegateError naming `what` (a flag or option) when the token is not a plain file name."""
+    why = token_problem(token) if token else None
+    if why:
+        raise DelegateError(f"{what} must be a plain file name: {why}")
 
 
 def fingerprint(graph: Graph) -> str:
@@ -22,6 +48,7 @@ def fingerprint(graph: Graph) -> str:
 
 
 def _path(directory: str, token: str, delegate: str, graph: Graph) -> Path:
+    check_token(token, f"the {delegate} delegate's model_token")
     return Path(directory) / f"{token}.{delegate}.{fingerprint(graph)}.bin"
 
 

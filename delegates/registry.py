@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from delegates.api import Delegate, DelegateError, DelegateOptions
+from delegates.compile_cache import check_token
 from delegates.coreml import CoreMlDelegate, CoreMlDevices, CoreMlOptions
 from delegates.external import FALSE, TRUE, parse_bool, coerce, load_external, parse_external_options
 from delegates.gpu import GpuBackend, GpuDelegate, GpuOptions, InferencePreference, Priority
@@ -115,6 +116,8 @@ def parse_flags(argv: Sequence[str], profile=None) -> tuple[list[Delegate], list
     flags = {name: given.get(name, default) for name, (_, default) in _FLAGS.items()}
     if flags["coreml_version"] not in (0, 2, 3):
         raise DelegateError(f"--coreml_version must be 2 or 3 (0: the newest), not {flags['coreml_version']}")
+    for name in ("delegate_serialize_token", "qnn_model_token"):   # a file name in the cache folder
+        check_token(flags[name], f"--{name}")
     wanted = sorted((_rank(kind, flags), where[f], kind) for f, kind in _SWITCHES.items() if f in given and flags[f])
     return [_FROM_FLAGS[kind](flags, profile) for _, _, kind in wanted], rest
 
@@ -185,6 +188,7 @@ def _external(flags: Mapping[str, Any], profile) -> Delegate:
 def _qnn_library(path: str, options: Mapping[str, str], profile) -> Delegate:
     """Qualcomm's delegate library named as an external delegate: the built-in QNN delegate, its
     key:value options read as the library reads them (backend_type is mandatory there)."""
+    check_token(options.get("model_token"), "--external_delegate_options 'model_token'")
     if "backend_type" not in options:
         raise DelegateError(f"--external_delegate_options: {path} needs backend_type (htp or gpu), which the "
                             f"QNN delegate requires")

@@ -279,7 +279,8 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     try:
         results = run_file(args.scenario, args.output, progress, args.allow_external_delegates, args.overwrite,
                            resume=args.resume, executor=args.executor, workers=args.workers, yes=args.yes,
-                           budget=args.delegate_timeout_secs)
+                           budget=args.delegate_timeout_secs,
+                           allow_paths_outside_output=args.allow_paths_outside_output)
     finally:
         progress.close()   # before any error line: the bar or the timer's lines never cut into it
         if main:
@@ -307,7 +308,7 @@ def _check_run(args: argparse.Namespace) -> int:
     from runtime.sweep.runner import check_file
     from runtime.sweep.executors import HOW, duration, estimate
 
-    cells = check_file(args.scenario, args.allow_external_delegates)
+    cells = check_file(args.scenario, args.allow_external_delegates, args.allow_paths_outside_output)
     print(f"{args.scenario}: {len(cells)} cell(s) checked, nothing run")
     for sc in cells:
         print(f"  {sc.label}")
@@ -363,6 +364,10 @@ def add_parsers(sub) -> None:
     sp.add_argument("--allow-external-delegates", action="store_true",
                     help="let the scenario load delegates by module path (external: {path: ...}): that "
                          "imports and runs the code it names, so only for scenarios you trust")
+    sp.add_argument("--allow-paths-outside-output", action="store_true",
+                    help="let the scenario's delegate cache folders (serialization_dir, cache_dir) be absolute or "
+                         "climb out of -o with '..', and its model_token hold a path separator: only for "
+                         "scenarios you trust")
     sp.add_argument("--overwrite", action="store_true",
                     help="replace another scenario's results in the output directory")
     sp.add_argument("--check", action="store_true",

@@ -7,7 +7,7 @@ so run counts bound memory as well as time: 10,000 runs of MobileNet v1 hold abo
 from __future__ import annotations
 
 __all__ = ["MAX_RUNS", "MAX_WARMUP", "MAX_STREAMS", "MAX_THREADS", "MAX_CELLS", "MAX_INFERENCES",
-           "MAX_EXPANSION", "MAX_SEED"]
+           "MAX_EXPANSION", "MAX_SEED", "MAX_QUEUE", "MAX_TRACE_FRAMES", "MAX_MONITOR_TICKS"]
 
 MAX_RUNS = 10_000            # runs.count, dtb benchmark --num_runs (benchmark_model's default is 50)
 MAX_WARMUP = 1_000           # runs.warmup, --warmup_runs
@@ -21,3 +21,7 @@ MAX_CELLS = 500_000          # matrix cells of one scenario file
 MAX_INFERENCES = 1_000_000   # cells x streams x (warmup + count) over one scenario file (bounds trace.json)
 MAX_EXPANSION = 10_000_000   # matrix cells x values in the document: what expanding the matrix copies
 MAX_SEED = 2**63 - 1         # inputs.seed
+# A sustained (apps:) run: its frames are bounded by MAX_INFERENCES; these bound what else it holds or steps.
+MAX_QUEUE = 1_000            # apps[].queue_size: frames waiting behind the running one (the rest are dropped)
+MAX_TRACE_FRAMES = MAX_RUNS  # frames arriving within trace_s, whose op-level intervals are kept for trace.json
+MAX_MONITOR_TICKS = 100_000  # duration_s / the monitor's tick (an hour at the profiles' 100 ms is 36,000)

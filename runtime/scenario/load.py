@@ -77,12 +77,15 @@ _FIXED = ("name", "description", "matrix")      # what a matrix may not vary
 # ---- public API
 
 
-def load_scenario(path: str | os.PathLike, allow_external_delegates: bool = False) -> tuple[Scenario, ...]:
+def load_scenario(path: str | os.PathLike, allow_external_delegates: bool = False,
+                  allow_paths_outside_output: bool = False) -> tuple[Scenario, ...]:
     """Read, check and expand a scenario file: one Scenario per matrix cell, in matrix order.
 
     A delegate named by module path (`external: {path: ...}`) imports and runs code, so it is refused
     unless `allow_external_delegates` is True (`dtb run --allow-external-delegates`); installed
-    plugins (`external: {entry_point: NAME}`) are always allowed. Nothing is imported here."""
+    plugins (`external: {entry_point: NAME}`) are always allowed. Nothing is imported here. A delegate's
+    cache folder (serialization_dir, cache_dir) must be relative without `..` and its model_token a plain
+    file name, unless `allow_paths_outside_output` (`dtb run --allow-paths-outside-output`)."""
     p = Path(path)
     try:
         content = p.read_text(encoding="utf-8")
@@ -90,17 +93,18 @@ def load_scenario(path: str | os.PathLike, allow_external_delegates: bool = Fals
         raise ScenarioError(f"{p}: no such scenario file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(f"{p}: cannot read the scenario: {exc}") from None
-    return scenario_from_text(content, p, allow_external_delegates)
+    return scenario_from_text(content, p, allow_external_delegates, allow_paths_outside_output)
 
 
 def scenario_from_text(text: str, source: str | os.PathLike = "<string>",
-                       allow_external_delegates: bool = False) -> tuple[Scenario, ...]:
+                       allow_external_delegates: bool = False,
+                       allow_paths_outside_output: bool = False) -> tuple[Scenario, ...]:
     """As load_scenario, for YAML text; relative paths resolve against `source`'s folder."""
     src = Path(source)
     data, lines = parse(text, str(src), ScenarioError)
     ctx = Ctx(str(src), src.parent.resolve(), lines, ScenarioError)
     doc = mapping(ctx, data, (), SCHEMA)
-    load = Load(allow_external_delegates, known_profiles())
+    load = Load(allow_external_delegates, known_profiles(), allow_paths_outside_output)
     cells = tuple(_scenario(replace(ctx, lines=cell_lines), cell_doc, src, cell, load)
                   for cell_doc, cell_lines, cell in _cells(ctx, doc))
     _check_total(ctx, doc, cells)

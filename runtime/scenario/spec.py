@@ -16,6 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from delegates.compile_cache import token_problem
 from delegates.kinds import BUILTIN_KINDS, EXTERNAL
 from runtime.limits import counts as limits
 from runtime.ir.yamlcheck import Ctx, Key, freeze, integer, kind, mapping, member, number, suggest, text
@@ -102,6 +103,14 @@ class Load:
 
     allow_external: bool
     profiles: tuple[str, ...]
+    allow_outside: bool = False     # cache folders and model tokens may lead outside the output folder
+
+
+# Delegate options naming where a compiled program is cached: the GPU delegate's serialization_dir,
+# NNAPI's and QNN's cache_dir (folders, relative to the output folder -o) and model_token (a file name in them).
+CACHE_DIR_OPTIONS = ("serialization_dir", "cache_dir")
+TOKEN_OPTIONS = ("model_token",)
+ALLOW_OUTSIDE_FLAG = "--allow-paths-outside-output"
 
 
 # ---- sections both kinds of scenario have
@@ -182,7 +191,43 @@ def _delegate(ctx: Ctx, item: Any, path: Key, load: Load) -> DelegateSpec:
     path += (name,)
     member(ctx, name, path, DELEGATE_KINDS)
     options = mapping(ctx, {} if options is None else options, path)
-    return _external(ctx, options, path, load) if name == EXTERNAL else DelegateSpec(name, freeze(options))
+    if name == EXTERNAL:
+        return _external(ctx, options, path, load)
+    _check_cache_paths(ctx, options, path, load)
+    return DelegateSpec(name, freeze(options))
+
+
+def _check_cache_paths(ctx: Ctx, options: Mapping[str, Any], path: Key, load: Load) -> None:
+    """A scenario's cache folders stay inside the output folder and its tokens are plain file names,
+    unless the user allows otherwise: a scenario file from elsewhere may not write where it likes."""
+    if load.allow_outside:
+        return
+    allow = f"; or run with {ALLOW_OUTSIDE_FLAG} (allow_paths_outside_output=True in the API) if you trust this file"
+    for key in CACHE_DIR_OPTIONS:
+        if key in options:
+            why = outside_reason(str(options[key]))
+            if why:
+                raise ctx.fail(path + (key,), f"must be a folder inside the output folder (-o), written relative to "
+                                              f"it: {why}{allow}")
+    for key in TOKEN_OPTIONS:
+        if key in options:
+            why = token_problem(str(options[key]))
+            if why:
+                raise ctx.fail(path + (key,), f"must be a plain file name: {why}{allow}")
+
+
+def outside_reason(folder: str) -> str | None:
+    """Why a folder relative to the output folder may lead outside it (absolute, a drive, `..`, `~`), or None."""
+    parts = re.split(r"[/\\]", folder)
+    if folder.startswith(("/", "\\")) or os.path.isabs(folder) or re.match(r"^[A-Za-z]:", folder):
+        return f"'{folder}' is absolute"
+    if ".." in parts:
+        return f"'{folder}' climbs out with '..'"
+    if folder.startswith("~"):
+        return f"'{folder}' names a home folder"
+    if "\0" in folder:
+        return "it holds a NUL character"
+    return None
 
 
 def _external(ctx: Ctx, m: dict[str, Any], path: Key, load: Load) -> DelegateSpec:
@@ -192,7 +237,9 @@ def _external(ctx: Ctx, m: dict[str, Any], path: Key, load: Load) -> DelegateSpe
                                          "(or entry_point: an installed plugin's name)")
     if "path" in m and "entry_point" in m:
         raise ctx.fail(path + ("entry_point",), "give path or entry_point, not both")
-    options = freeze(mapping(ctx, m.get("options") or {}, path + ("options",)))
+    options = mapping(ctx, m.get("options") or {}, path + ("options",))
+    _check_cache_paths(ctx, options, path + ("options",), load)
+    options = freeze(options)
     if "entry_point" in m:
         from delegates.external import PLUGIN_GROUP, plugin_names
 

@@ -15,7 +15,7 @@ folded away. The SoC's total is the streams' sum plus the rails' idle power over
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import defaultdict, deque
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -23,6 +23,7 @@ import simpy
 
 from runtime.sweep.cell import delegate_factory, build_model, cell_profile, make_inputs
 from runtime.interpreter.api import Interpreter
+from runtime.limits import counts as limits
 from runtime.interpreter.executor import PartitionJob
 from runtime.ir.errors import ScenarioError
 from runtime.measure.figures import boundary_interval, per_op_times, latency_stats
@@ -87,27 +88,34 @@ class _Stream:
         self.arrived = 0
 
     def run(self, t0: float, duration_s: float, tick: Callable[[], None]):
-        """The SimPy process body: frames at the app's rate until duration_s; those in flight finish."""
+        """The SimPy process body: frames at the app's rate until duration_s; those waiting at duration_s
+        finish. Frames arriving while one runs wait in a queue of spec.waiting places (none for `drop`);
+        a frame finding it full is dropped, so what is left to run after duration_s is bounded."""
         env, simulation, spec = self.soc.env, self.it.simulation, self.spec
         period, n = 1.0 / spec.rate_hz, spec.frames(duration_s)
-        self.arrived, k = n, 0
-        while k < n:
-            at = t0 + k * period
-            if env.now < at:
-                yield env.timeout(at - env.now)
+        self.arrived, k, waiting = n, 0, deque()
+        while waiting or k < n:
+            if not waiting:
+                at = t0 + k * period
+                if env.now < at:
+                    yield env.timeout(at - env.now)
+                waiting.append(k)
+                k += 1
+            frame = waiting.popleft()
             if not self.timing_only:
-                for t, x in make_inputs(self.graph, InputSpec(seed=self.k), k).items():
+                for t, x in make_inputs(self.graph, InputSpec(seed=self.k), frame).items():
                     self.it.set_tensor(t, x)
             start = env.now
             yield from simulation.inference_process()
             end = env.now
-            self.frames.append((k, at, start, end))
+            self.frames.append((frame, t0 + frame * period, start, end))
             tick()
-            k += 1
-            if spec.when_busy == "drop":   # frames that arrived while this one ran never ran
-                while k < n and t0 + k * period < end:
-                    k += 1
+            while k < n and t0 + k * period < end:     # the frames that arrived while this one ran
+                if len(waiting) < spec.waiting:
+                    waiting.append(k)
+                else:
                     self.dropped += 1
+                k += 1
 
     def units(self) -> list[str]:
         """The units its work ran on: each delegated partition's, and the CPU's when any op stayed there."""
@@ -128,10 +136,25 @@ def _thermal_on(sc, profile) -> bool:
     return profile.thermal is not None if asked is None else asked
 
 
+def _tick_s(sc, profile) -> float:
+    """The monitor's tick for the cell, refused when duration_s would take more than
+    limits.MAX_MONITOR_TICKS of them (a profile's tick_ms of 0.001 over an hour: 3.6 billion)."""
+    thermal = _thermal_on(sc, profile)
+    tick = profile.thermal.tick_s if thermal else TICK_S
+    ticks = math.ceil(sc.duration_s / tick - 1e-9)
+    if ticks > limits.MAX_MONITOR_TICKS:
+        where = sc.duration_where or f"{sc.source}: duration_s"
+        raise ScenarioError(f"{where}: {sc.duration_s:g} s at the {profile.name} profile's "
+                            f"{'thermal tick_ms' if thermal else 'monitor tick'} of {tick * 1e3:g} ms is {ticks:,} "
+                            f"monitor ticks; the limit is {limits.MAX_MONITOR_TICKS:,}")
+    return tick
+
+
 def check_apps(sc) -> None:
-    """What run_file checks of a cell before anything runs: the phone, each app's delegates, the thermal ask."""
+    """What run_file checks of a cell before anything runs: the phone, each app's delegates, the thermal
+    ask, the monitor's ticks."""
     profile = cell_profile(sc)
-    _thermal_on(sc, profile)
+    _tick_s(sc, profile)
     for app in sc.apps:
         delegate_factory(app.delegates, profile)
 
@@ -140,11 +163,12 @@ def run_apps(sc, progress: Progress | None = None) -> tuple[list[dict], SoC]:
     """One cell of an apps scenario: a record per app stream, and the SoC (for trace.json)."""
     profile = cell_profile(sc)
     thermal = _thermal_on(sc, profile)
+    tick_s = _tick_s(sc, profile)
     soc = SoC(profile)
     streams = [_Stream(k, app, soc, profile, sc.timing_only) for k, app in enumerate(sc.apps)]
     ledger = Ledger(profile.dram.energy_per_byte)
     t0 = soc.env.now
-    monitor = soc.start_monitor(TICK_S, thermal=thermal, ambient_c=sc.thermal.ambient_c,
+    monitor = soc.start_monitor(tick_s, thermal=thermal, ambient_c=sc.thermal.ambient_c,
                                 platform_w=sc.thermal.platform_w if thermal else 0.0, retain_s=sc.trace_s,
                                 listeners=[ledger.fold])
     total, done = sum(app.frames(sc.duration_s) for app in sc.apps), [0]
@@ -220,7 +244,8 @@ def _record(sc, profile, s: _Stream, ledger: Ledger, run: dict, heat: dict | Non
     return {
         "scenario": sc.name, "label": f"{sc.label} app={spec.name}", "cell": {k: plain_value(v) for k, v in sc.cell},
         "device": profile.name,
-        "app": {"name": spec.name, "rate_hz": spec.rate_hz, "when_busy": spec.when_busy, "units": s.units()},
+        "app": {"name": spec.name, "rate_hz": spec.rate_hz, "when_busy": spec.when_busy, "queue_size": spec.waiting,
+                "units": s.units()},
         "model": {"name": spec.model.zoo or str(spec.model.path.name), "nodes": len(s.graph.ops),
                   "quantization": spec.model.quantization.value},
         "delegates": delegates, **status_fields(delegates),

@@ -123,11 +123,12 @@ def _check_cell(sc) -> None:
         raise ScenarioError(f"{where}: {exc}") from exc
 
 
-def check_file(path: str | os.PathLike, allow_external_delegates: bool = False) -> tuple:
+def check_file(path: str | os.PathLike, allow_external_delegates: bool = False,
+               allow_paths_outside_output: bool = False) -> tuple:
     """Load the scenario and check every cell as run_file does before it runs anything; the cells."""
     from runtime.scenario.load import load_scenario
 
-    cells = load_scenario(path, allow_external_delegates)
+    cells = load_scenario(path, allow_external_delegates, allow_paths_outside_output)
     for sc in cells:
         _check_cell(sc)
     return cells
@@ -136,7 +137,7 @@ def check_file(path: str | os.PathLike, allow_external_delegates: bool = False) 
 def run_file(path: str | os.PathLike, out_dir: str | os.PathLike, progress: Progress | None = None,
              allow_external_delegates: bool = False, overwrite: bool = False, *, resume: bool = False,
              executor: tuple[str, str | None] = ("local", None), workers: int | None = None, yes: bool = False,
-             budget: float | None = None) -> dict:
+             budget: float | None = None, allow_paths_outside_output: bool = False) -> dict:
     """Every cell of a scenario file; writes results.json, results.csv, trace.json and report.md
     (and manifest.json, written last). Before any cell runs: a sweep of over sweep.GUARD_CELLS cells
     or estimated at an hour or more is refused unless `yes` (runtime/sweep/executors.py), the output folder is
@@ -146,15 +147,19 @@ def run_file(path: str | os.PathLike, out_dir: str | os.PathLike, progress: Prog
     the four files are exported from it at the end. `executor`: ("local", None) runs the cells here,
     ("dask", ADDRESS or None) as Dask tasks (`workers` processes on a LocalCluster; `budget`: the
     delegate time budget there). `progress(done, total, label)` is called as cells finish. A
-    delegate failing while a cell runs is a DelegateError naming the file and the cell."""
+    delegate failing while a cell runs is a DelegateError naming the file and the cell. Delegate cache
+    folders are relative to `out_dir` and stay inside it unless `allow_paths_outside_output`
+    (runtime/sweep/cache_dirs.py)."""
     from runtime.sweep.outdir import ResultsFolder, check_output_path
     from runtime.sweep.results_db import CellStore
+    from runtime.sweep.cache_dirs import place_cache_dirs
 
     out = Path(out_dir)
     check_output_path(out)
     sweep.guard_count(path, yes)          # before the matrix is expanded
     with sweep.CellPool(executor, workers) as pool:   # a LocalCluster starts beside the loading
-        cells = check_file(path, allow_external_delegates)
+        cells = check_file(path, allow_external_delegates, allow_paths_outside_output)
+        placed = place_cache_dirs(cells, out, allow_paths_outside_output)   # run so; the cells' keys stay as written
         sweep.guard_time(path, cells, yes)
         with ResultsFolder(out, path, overwrite) as folder, CellStore(out, path, cells, resume, overwrite) as store:
             def done(k: int, record_json: str, events: bytes) -> None:
@@ -166,7 +171,7 @@ def run_file(path: str | os.PathLike, out_dir: str | os.PathLike, progress: Prog
                 progress(len(store.done), len(cells), "")
             # handed over rather than imported by sweep.py (which sits below this module), and read from this
             # module as the run starts, so a run_scenario replaced here (as tests do) is the one that runs
-            pool.run(run_scenario, cells, [k for k in range(len(cells)) if k not in store.done], done, budget)
+            pool.run(run_scenario, placed, [k for k in range(len(cells)) if k not in store.done], done, budget)
             records = [r for stored in store.records() for r in (stored if isinstance(stored, list) else [stored])]
             results = strict_json({"schema": 1, "scenario": str(path), "records": records})   # apps: one a stream
             folder.commit(_writers(results, store.write_trace))
