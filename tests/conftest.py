@@ -27,3 +27,12 @@ def pytest_sessionstart(session):
 
     if os.environ.get("CI") and not available():
         pytest.exit("LiteRT (ai-edge-litert) is not installed; CI needs it as the test oracle", returncode=1)
+
+
+@pytest.fixture(autouse=True)
+def _no_progress_heartbeat(monkeypatch):
+    """The progress bar's timer redraws it every REDRAW_S of host time; in tests a timer driven by host
+    time would make what stderr shows depend on the machine's speed, so tests call beat() by hand."""
+    from runtime.report import progress
+
+    monkeypatch.setattr(progress, "REDRAW_S", 1e6)

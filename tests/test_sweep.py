@@ -197,3 +197,17 @@ def test_a_matrix_over_the_hard_cap_is_refused_even_with_yes(tmp_path, capsys):
                            f"  inputs.seed: [{values}]\n  runs.count: [{values}]\n")
     assert main(["run", str(path), "-o", str(tmp_path / "out"), "--yes"]) == 1
     assert f"expands to 640,000 cells; the limit is {limits.MAX_CELLS:,}" in capsys.readouterr().err
+
+
+def test_a_long_step_on_a_terminal_still_shows_the_bar_and_its_note(monkeypatch):
+    """A step that runs long before any work is done (a model loading) is not silent: the timer's beat
+    draws the bar once the delay has passed, with what the step is doing."""
+    tty = Tty()
+    fake_clock(monkeypatch, 1.0)                     # each read of the clock: one second later
+    p = progress.Progress("dtb inference-diff", "run", stream=tty, delay=2.0, leave=False, total=5)
+    p(0, 5)                                          # 1 s: not yet
+    p.note("preparing the model")
+    assert tty.getvalue() == ""
+    p.beat()                                         # 2 s: the bar, with the note, though nothing is done
+    assert "0/5" in tty.getvalue() and "preparing the model" in tty.getvalue()
+    p.close()

@@ -11,6 +11,7 @@ from typing import TextIO
 __all__ = ["Progress", "INTERVAL_S"]
 
 INTERVAL_S = 10.0     # seconds of host time between two plain lines (a log file, CI)
+REDRAW_S = 1.0        # on a terminal, how often the timer redraws the bar while a step runs long
 _clock = time.monotonic
 
 
@@ -31,7 +32,8 @@ class Progress:
     """`progress(done, total, label)` as work finishes; `clear()` before printing to stdout; `close()`.
 
     On a terminal a tqdm bar, drawn once `delay` seconds have passed (a command that ends sooner shows
-    nothing); elsewhere a line `PREFIX: 12/40 cells done, 0:36 elapsed, about 1:36 left` every
+    nothing) and redrawn every REDRAW_S by a timer thread, so a step that runs long (a model loading,
+    a delegate preparing) still shows its elapsed time moving; elsewhere a line `PREFIX: 12/40 cells done, 0:36 elapsed, about 1:36 left` every
     INTERVAL_S seconds from a timer thread, so a long cell still reports that the run is alive."""
 
     def __init__(self, prefix: str, unit: str, stream: TextIO | None = None, delay: float = 0.0,
@@ -45,6 +47,7 @@ class Progress:
         self.label = ""                     # what the step under way is doing (note)
         self._bar = None
         self._lock = threading.Lock()
+        self._drawing = threading.RLock()
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
 
@@ -55,7 +58,7 @@ class Progress:
                 self.first = done
         if self.tty:
             self._draw(label)
-        elif self._timer is None:
+        if self._timer is None:
             self._timer = threading.Thread(target=self._tick, name="progress", daemon=True)
             self._timer.start()
 
@@ -78,22 +81,38 @@ class Progress:
         self(self.done + 1, max(self.total, self.done + 1))
 
     def _draw(self, label: str) -> None:
-        if self._bar is None:
-            if _clock() - self.start < self.delay:
-                return
-            from tqdm import tqdm
+        with self._drawing:   # the caller's thread and the timer's may both draw
+            if self._bar is None:
+                if _clock() - self.start < self.delay:
+                    return
+                from tqdm import tqdm
 
-            wide = _columns(self.stream) > 0   # a pty of no size (script, some CI): tqdm would draw nothing
-            self._bar = tqdm(total=self.total, initial=self.done, unit=self.unit, file=self.stream,
-                             leave=self.leave, dynamic_ncols=wide, ncols=None if wide else 80,
-                             nrows=None if wide else 24, mininterval=0.2)
-        self._bar.total = max(self.total, self.done)
-        self._bar.update(self.done - self._bar.n)
+                wide = _columns(self.stream) > 0   # a pty of no size (script, some CI): tqdm would draw nothing
+                self._bar = tqdm(total=self.total, initial=self.done, unit=self.unit, file=self.stream,
+                                 leave=self.leave, dynamic_ncols=wide, ncols=None if wide else 80,
+                                 nrows=None if wide else 24, mininterval=0.2)
+                if label:
+                    self._bar.set_postfix_str(label)
+            self._bar.total = max(self.total, self.done)
+            self._bar.update(self.done - self._bar.n)
 
     def _tick(self) -> None:
-        while not self._stop.wait(INTERVAL_S):
+        while not self._stop.wait(REDRAW_S if self.tty else INTERVAL_S):
+            self.beat()
+
+    def beat(self) -> None:
+        """The timer's sign of life while a step runs long (a model loading, a delegate preparing, a
+        fold fitting): on a terminal the bar, drawn once the delay has passed and redrawn so its
+        elapsed time moves; elsewhere the plain line."""
+        if not self.tty:
             self.stream.write(self.line() + "\n")
             self.stream.flush()
+            return
+        with self._lock:
+            label = self.label
+        self._draw(label)
+        if self._bar is not None:
+            self._bar.refresh()
 
     def line(self) -> str:
         """The plain progress line: done / total, time so far and the time left at the rate so far."""
@@ -113,6 +132,7 @@ class Progress:
         self._stop.set()
         if self._timer is not None:
             self._timer.join()
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
+        with self._drawing:
+            if self._bar is not None:
+                self._bar.close()
+                self._bar = None
