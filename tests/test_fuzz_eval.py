@@ -1,6 +1,6 @@
 """Damaged `dtb eval` data, generated: images (absurd headers, decompression bombs, truncated files,
 wrong magic, flipped bytes), COCO ground truth (mutated field by field), normalisations that overflow
-and models whose input would not fit. Each is refused with one line (errors.TestbedError in the API, exit 1
+and models whose input would not fit. Each is refused with one line (TestbedError in the API, exit 1
 on the command line) before the work it would cost: no pixel decoded, nothing preprocessed."""
 
 from __future__ import annotations
@@ -172,7 +172,8 @@ def _damaged(rng: random.Random, good: dict[str, bytes]) -> tuple[str, bytes]:
 
 
 def test_generated_damaged_images_decode_or_fail_in_one_line(tmp_path):
-    """300 generated files (seeded): each decodes to uint8 RGB or is a one-line errors.TestbedError naming it."""
+    """300 generated files (seeded): each decodes to uint8 RGB or is a one-line TestbedError naming it;
+    another format's bytes (GIF, BMP, TIFF, WebP, ICO) are never decoded."""
     rng = random.Random(20261127)
     outcomes = {"decoded": 0, "refused": 0}
     for case in range(300):
@@ -187,6 +188,7 @@ def test_generated_damaged_images_decode_or_fail_in_one_line(tmp_path):
             assert "\n" not in str(exc) and str(path) in str(exc) and len(str(exc)) < 400, (what, str(exc))
             outcomes["refused"] += 1
             continue
+        assert not what.endswith("other_format"), what
         assert pixels.dtype == np.uint8 and pixels.ndim == 3 and pixels.shape[2] == 3, what
         assert pixels.shape[0] * pixels.shape[1] <= MAX_IMAGE_PIXELS
         outcomes["decoded"] += 1

@@ -105,6 +105,7 @@ def _check_images(images: list[dict], path) -> dict[str, dict]:
     _unique(images, "images", "file_name", path, lambda v: isinstance(v, str) and v != "" and "\0" not in v,
             "a file name")
     by_name: dict[str, dict] = {}
+    index: dict[str, int] = {}
     for i, im in enumerate(images):
         for key in ("width", "height"):
             if key in im and not (_number(im[key]) and im[key] > 0):
@@ -112,8 +113,8 @@ def _check_images(images: list[dict], path) -> dict[str, dict]:
         base = Path(im["file_name"]).name  # TFLite matches ground truth to images by file name
         if base in by_name:
             raise _fail(path, f"images[{i}]", f"'file_name' {_shown(im['file_name'])} names the same image file "
-                                              f"as images[{images.index(by_name[base])}]'s")
-        by_name[base] = im
+                                              f"as images[{index[base]}]'s")
+        by_name[base], index[base] = im, i
     return by_name
 
 
