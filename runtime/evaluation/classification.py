@@ -198,9 +198,9 @@ def _opened(path: str | os.PathLike, max_pixels: int):
     except Exception as exc:  # noqa: BLE001 - Pillow's parsers raise many types on damaged headers
         raise _unreadable(path, exc) from None
     with im:
-        if im.width * im.height > max_pixels or min(im.size) < 1:
-            if min(im.size) < 1:
-                raise TestbedError(f"cannot read image {path}: its header says {im.width} x {im.height} pixels")
+        if min(im.size) < 1:
+            raise TestbedError(f"cannot read image {path}: its header says {im.width} x {im.height} pixels")
+        if im.width * im.height > max_pixels:
             raise _too_big(path, im.width * im.height, im.width, im.height, max_pixels)
         yield im
 
