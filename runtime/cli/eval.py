@@ -15,8 +15,10 @@ from runtime.cli.benchmark import PROGRESS_DELAY_S, threads
 from runtime.cli.common import (add_device_flag, add_model_flags, check_writable, cpp_float, delegate_tool_parser,
                                 echo_log, profile_from_flags, model_from_flags, parse_delegate_flags, to_us,
                                 write_atomic)
-from runtime.evaluation.classification import (CROP_FRACTION, Normalization, Runner, Tally, Timing, input_spec, list_images,
-                                preprocess, read_denylist, read_lines, select_images, time_one_image)
+from runtime.evaluation.classification import (CROP_FRACTION, Normalization, Runner, Tally, Timing, check_finite,
+                                                check_preprocessing, image_size, input_spec, list_images,
+                                                preprocess, read_denylist, read_lines, select_images,
+                                                time_one_image)
 from runtime.interpreter.api import Interpreter
 from runtime.report.progress import Progress
 from runtime.ir.errors import ModelError, TestbedError
@@ -55,6 +57,13 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not np.isfinite(value):
+        raise argparse.ArgumentTypeError("must be a finite number")
+    return value
+
+
 def _std(text: str) -> float:
     value = float(text)
     if not (value > 0 and np.isfinite(value)):
@@ -76,7 +85,7 @@ def _common_flags(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--batch_size", type=_positive, default=16, metavar="N",
                     help="images per invoke on the host when the model can be batched (default 16); results "
                          "and simulated figures do not depend on it")
-    sp.add_argument("--input_mean", type=float, default=127.5, metavar="X",
+    sp.add_argument("--input_mean", type=_finite, default=127.5, metavar="X",
                     help="float inputs get (pixel - mean) / std (default 127.5: [-1, 1])")
     sp.add_argument("--input_std", type=_std, default=127.5, metavar="X", help="see --input_mean (default 127.5)")
     sp.add_argument("--quantized_input", choices=("auto", "raw", "quantize"), default="auto",
@@ -177,16 +186,17 @@ def _run(setup: _Setup, paths: Sequence[Path], prepare: Callable[[Path], np.ndar
          prog: str = "dtb eval"):
     """Timings of both configurations, then (chunk indices, test outputs, reference outputs) per chunk,
     with the images done shown on stderr as they finish (a bar on a terminal, a line every 10 s elsewhere)."""
-    first = prepare(paths[0])
     with echo_log():  # the delegation log, as TFLite's tools print it when the delegates are applied
-        test = setup.test()
+        test = setup.test()  # the memory limit refuses an absurd input before any image is decoded
+    first = prepare(paths[0])
     setup.delegated[0] = len(test.simulation.delegation.delegated_ops())
     configs = [(test, setup.host_test or setup.test)]
     configs += [] if setup.same else [(setup.reference(), setup.host_reference)]
     runners, timings = [], []
     for it, make in configs:
         it.allocate_tensors()
-        timing = time_one_image(it, first)
+        with _quiet_math():
+            timing = time_one_image(it, first)
         timings.append(timing)
         simulated = make in (setup.test, setup.reference)
         # Without delegates both runs are the host's kernels, whose results do not depend on the
@@ -200,11 +210,18 @@ def _run(setup: _Setup, paths: Sequence[Path], prepare: Callable[[Path], np.ndar
             for start in range(0, len(paths), step):
                 idx = range(start, min(start + step, len(paths)))
                 images = np.stack([first if i == 0 else prepare(paths[i]) for i in idx])
-                outs = [r.run(images) for r in runners]
+                with _quiet_math():
+                    outs = [r.run(images) for r in runners]
                 progress(idx.stop, len(paths), paths[idx.stop - 1].name)
                 yield idx, outs[0], outs[-1]  # the same run twice when it is the reference
 
     return (timings if len(timings) == 2 else timings * 2), chunks()
+
+
+def _quiet_math():
+    """NumPy's overflow warnings off while the model runs: outputs that went non-finite are refused
+    by check_finite / check_detections in one line, which the warnings' lines would break."""
+    return np.errstate(all="ignore")
 
 
 def _latency_lines(timing: Timing) -> list[str]:
@@ -285,16 +302,20 @@ def _classification_inputs(args, classes: int):
 
 
 def cmd_classification(args: argparse.Namespace, extra: list[str]) -> int:
+    norm = Normalization(args.input_mean, args.input_std, args.quantized_input)
     setup = _setup(args, extra)
     graph, label = setup.model.graph, setup.model.label
     spec = input_spec(graph, label)
+    check_preprocessing(spec, label)
     classes, quant = _scores(graph, label)
     paths, truth, labels = _classification_inputs(args, classes)
-    norm = Normalization(args.input_mean, args.input_std, args.quantized_input)
     timings, chunks = _run(setup, paths, lambda p: preprocess(p, spec, norm, args.crop_fraction), args.batch_size,
                           args.parser.prog)
     tally, per_image = Tally(min(TOP_K, classes), quant), []
     for idx, (scores,), (reference,) in chunks:
+        names = [paths[i].name for i in idx]
+        check_finite([scores], names, f"the run on {setup.names}")
+        check_finite([reference], names, "the CPU reference")
         top, ref_top = tally.add(scores, reference, truth[idx.start:idx.stop])
         per_image += [{"image": paths[i].name, "ground_truth": labels[truth[i]],
                        "top5": [labels[c] for c in row[:5]], "reference_top5": [labels[c] for c in ref_row[:5]]}
@@ -340,24 +361,23 @@ def _size(path: Path, entry: dict) -> tuple[float, float]:
     """The image's width and height in the ground truth's pixels: its entry's, else the file's."""
     if "width" in entry and "height" in entry:
         return float(entry["width"]), float(entry["height"])
-    from PIL import Image
-
-    with Image.open(path) as im:
-        return float(im.width), float(im.height)
+    width, height = image_size(path)
+    return float(width), float(height)
 
 
 def cmd_detection(args: argparse.Namespace, extra: list[str]) -> int:
     from runtime.evaluation.detection import IOU_THRESHOLDS, coco_map, detector_outputs, load_coco
 
+    norm = Normalization(args.input_mean, args.input_std, args.quantized_input)
     setup = _setup(args, extra)
     graph, label = setup.model.graph, setup.model.label
     spec = input_spec(graph, label)
+    check_preprocessing(spec, label)
     detector = detector_outputs(graph, label)
     truth = load_coco(args.ground_truth_json)
     paths, categories = _detection_inputs(args, truth, detector)
-    norm = Normalization(args.input_mean, args.input_std, args.quantized_input)
     timings, chunks = _run(setup, paths, lambda p: preprocess(p, spec, norm, None), args.batch_size, args.parser.prog)
-    results = _detections(chunks, paths, truth, categories)
+    results = _detections(chunks, paths, truth, categories, setup.names)
     ids = [truth.by_name[p.name]["id"] for p in paths]
     maps = [coco_map(truth, found, ids) for found in results]
     for line in _detection_lines(setup, len(paths), maps, timings):
@@ -371,16 +391,18 @@ def cmd_detection(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
-def _detections(chunks, paths: Sequence[Path], truth, categories) -> tuple[list[dict], list[dict]]:
+def _detections(chunks, paths: Sequence[Path], truth, categories, names: str) -> tuple[list[dict], list[dict]]:
     """COCO results of the evaluated run and of the reference, image by image."""
-    from runtime.evaluation.detection import to_coco_results
+    from runtime.evaluation.detection import check_detections, to_coco_results
 
     results: tuple[list, list] = ([], [])
+    runs = (f"the run on {names}", "the CPU reference")
     for idx, test, ref in chunks:
         for row, i in enumerate(idx):
             entry = truth.by_name[paths[i].name]
             width, height = _size(paths[i], entry)
-            for outs, found in zip((test, ref), results):
+            for outs, found, run in zip((test, ref), results, runs):
+                check_detections([o[row:row + 1] for o in outs], paths[i].name, run)
                 found += to_coco_results([o[row:row + 1] for o in outs], entry["id"], width, height, categories)
     return results
 

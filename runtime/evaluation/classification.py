@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import re
+import stat
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -12,14 +16,28 @@ import numpy as np
 
 from runtime.ir.errors import ModelError, TestbedError
 
-__all__ = ["CROP_FRACTION", "IMAGE_EXTENSIONS", "ImageInput", "Normalization", "Runner", "Tally", "Timing",
-           "central_crop", "dequantized", "input_spec", "list_images", "load_image", "preprocess", "read_denylist",
-           "read_lines", "resize_bilinear", "select_images", "time_one_image", "to_input", "top_k",
-           "topk_accuracies", "topk_counts"]
+__all__ = ["CROP_FRACTION", "IMAGE_EXTENSIONS", "MAX_IMAGE_PIXELS", "MAX_TEXT_BYTES", "PREPROCESS_COPIES",
+           "ImageInput", "Normalization", "Runner", "Tally", "Timing", "central_crop", "check_finite",
+           "check_preprocessing", "dequantized", "image_size", "input_spec", "list_images", "load_image",
+           "load_pixels", "preprocess", "read_bytes", "read_denylist", "read_lines", "read_text", "resize_bilinear",
+           "select_images", "time_one_image", "to_input", "top_k", "topk_accuracies", "topk_counts"]
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
 # ImageClassificationStage's kCroppingFraction: a square central crop of 87.5% of the shorter side.
 CROP_FRACTION = 0.875
+# The most pixels one image may have, read from its header before anything is decoded: a
+# 50-megapixel photo (8160 x 6120) fits, and decodes to at most 200 MB (8-bit RGBA). Pillow's own
+# guard only warns below 89 million pixels and the decoded image is copied twice more here.
+MAX_IMAGE_PIXELS = 50_000_000
+# The formats TFLite's evaluation tools decode. Pillow would open many more from their headers
+# (EPS through Ghostscript, TIFF, ...); a file named .png holding one of them is refused.
+_FORMATS = ("PNG", "JPEG")
+# Label, denylist and ground-truth text files: ImageNet's 50,000 labels take under 1 MB.
+MAX_TEXT_BYTES = 64 << 20
+# Float32 copies of the model's input that preprocessing one image holds at its peak (the resize's
+# four corners, its weighted sums, the converted result; the quantize path works in float64): 9.0 at
+# most in tests/test_fuzz_eval.py.
+PREPROCESS_COPIES = 10
 
 
 # -- files ---------------------------------------------------------------------------------------
@@ -40,15 +58,37 @@ def list_images(folder: str | os.PathLike, flag: str = "--ground_truth_images_pa
     return [root / n for n in names]
 
 
-def read_lines(path: str | os.PathLike, flag: str) -> list[str]:
-    """A label file's lines, stripped (a CRLF file reads as a LF one); blank lines at the end do not count."""
+def read_bytes(path: str | os.PathLike, flag: str, limit: int = MAX_TEXT_BYTES) -> bytes:
+    """A regular file's bytes, at most `limit` of them: a FIFO or a device (/dev/zero) is refused
+    before it is opened, since reading it would block or never end."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise TestbedError(f"{flag} {path}: not a regular file")
+        if info.st_size > limit:
+            raise TestbedError(f"{flag} {path}: {info.st_size:,} bytes, above the limit of {limit:,} bytes for it")
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)  # the file may have grown since the stat
     except FileNotFoundError:
         raise TestbedError(f"{flag} {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         raise TestbedError(f"{flag} {path}: cannot read it: {getattr(exc, 'strerror', None) or exc}") from None
-    lines = [line.strip() for line in text.splitlines()]
+    if len(data) > limit:
+        raise TestbedError(f"{flag} {path}: above the limit of {limit:,} bytes for it")
+    return data
+
+
+def read_text(path: str | os.PathLike, flag: str, limit: int = MAX_TEXT_BYTES) -> str:
+    """A regular file's UTF-8 text, as read_bytes reads it."""
+    try:
+        return read_bytes(path, flag, limit).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TestbedError(f"{flag} {path}: cannot read it: not UTF-8 text (byte {exc.start})") from None
+
+
+def read_lines(path: str | os.PathLike, flag: str) -> list[str]:
+    """A label file's lines, stripped (a CRLF file reads as a LF one); blank lines at the end do not count."""
+    lines = [line.strip() for line in read_text(path, flag).splitlines()]
     while lines and not lines[-1]:
         lines.pop()
     return lines
@@ -92,6 +132,21 @@ class Normalization:
     std: float = 127.5
     quantized: str = "auto"
 
+    def __post_init__(self):
+        for flag, v in (("--input_mean", self.mean), ("--input_std", self.std)):
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not math.isfinite(v):
+                raise TestbedError(f"{flag} {v!r}: not a finite number")
+        if not self.std > 0:
+            raise TestbedError(f"--input_std {self.std!r}: must be above 0")
+        if self.quantized not in ("auto", "raw", "quantize"):
+            raise TestbedError(f"--quantized_input {self.quantized!r}: must be auto, raw or quantize")
+        # The float path computes in float32: the darkest and brightest pixel must stay finite there,
+        # else every score is NaN and top-K would rank NaNs.
+        ends = _normalised(np.array([0, 255], np.float32), self)
+        if not np.isfinite(ends).all():
+            raise TestbedError(f"--input_mean {self.mean!r} --input_std {self.std!r}: (pixel - mean) / std is "
+                               f"{ends[0]} .. {ends[1]} in float32, not finite")
+
 
 @dataclass(frozen=True)
 class ImageInput:
@@ -119,18 +174,64 @@ def input_spec(graph, model: str) -> ImageInput:
     return ImageInput(shape[1], shape[2], np.dtype(t.dtype.np), scale, zp)
 
 
-def load_image(path: str | os.PathLike) -> np.ndarray:
-    """A PNG or JPEG as float32 RGB [height, width, 3] (grey, palette and alpha images converted)."""
+def _too_big(path, pixels: int | None, width: int = 0, height: int = 0, limit: int = MAX_IMAGE_PIXELS):
+    size = (f"{width} x {height} = {pixels:,} pixels" if width else f"{pixels:,} pixels" if pixels
+            else f"more than {limit:,} pixels")
+    return TestbedError(f"cannot read image {path}: its header says {size}, above the limit of {limit:,} "
+                        f"pixels (refused before decoding)")
+
+
+@contextlib.contextmanager
+def _opened(path: str | os.PathLike, max_pixels: int):
+    """The image with its header read and its size checked, nothing decoded yet."""
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as im:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the limit here is lower
+            im = Image.open(path, formats=_FORMATS)
+    except Image.DecompressionBombError as exc:  # Pillow's guard, above 179 million pixels
+        found = re.search(r"\((\d+) pixels\)", str(exc))
+        raise _too_big(path, int(found.group(1)) if found else None, limit=max_pixels) from None
+    except UnidentifiedImageError:
+        raise TestbedError(f"cannot read image {path}: not a PNG or JPEG image") from None
+    except Exception as exc:  # noqa: BLE001 - Pillow's parsers raise many types on damaged headers
+        raise _unreadable(path, exc) from None
+    with im:
+        if min(im.size) < 1:
+            raise TestbedError(f"cannot read image {path}: its header says {im.width} x {im.height} pixels")
+        if im.width * im.height > max_pixels:
+            raise _too_big(path, im.width * im.height, im.width, im.height, max_pixels)
+        yield im
+
+
+def _unreadable(path, exc: Exception) -> TestbedError:
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    return TestbedError(f"cannot read image {path}: {reason[:200]}")
+
+
+def image_size(path: str | os.PathLike, max_pixels: int = MAX_IMAGE_PIXELS) -> tuple[int, int]:
+    """A PNG or JPEG's width and height from its header (no pixel decoded), within the pixel limit."""
+    with _opened(path, max_pixels) as im:
+        return im.width, im.height
+
+
+def load_pixels(path: str | os.PathLike, max_pixels: int = MAX_IMAGE_PIXELS) -> np.ndarray:
+    """A PNG or JPEG as uint8 RGB [height, width, 3] (grey, palette and alpha images converted).
+    Its header is checked first: not PNG or JPEG, or more than `max_pixels` pixels, is refused
+    before decoding. Any failure of the decoder is a TestbedError naming the file."""
+    with _opened(path, max_pixels) as im:
+        try:
             im.load()
-            rgb = im.convert("RGB")
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
-        reason = str(exc).split(" '")[0] if isinstance(exc, UnidentifiedImageError) else str(exc)
-        raise TestbedError(f"cannot read image {path}: {reason or type(exc).__name__}") from None
-    return np.asarray(rgb, np.float32)
+            rgb = im if im.mode == "RGB" else im.convert("RGB")
+            return np.asarray(rgb, np.uint8)
+        except Exception as exc:  # noqa: BLE001 - a decoder given damaged bytes raises what it raises
+            raise _unreadable(path, exc) from None
+
+
+def load_image(path: str | os.PathLike, max_pixels: int = MAX_IMAGE_PIXELS) -> np.ndarray:
+    """A PNG or JPEG as float32 RGB [height, width, 3], as load_pixels reads it."""
+    return load_pixels(path, max_pixels).astype(np.float32)
 
 
 def _round(x: float) -> int:
@@ -159,8 +260,10 @@ def resize_bilinear(image: np.ndarray, height: int, width: int) -> np.ndarray:
     y0, y1, dy = _axis(image.shape[0], height)
     x0, x1, dx = _axis(image.shape[1], width)
     dy, dx, one = dy[:, None, None], dx[None, :, None], np.float32(1)
-    top, bottom = image[y0], image[y1]
-    a, c, b, d = top[:, x0], top[:, x1], bottom[:, x0], bottom[:, x1]
+    # Corners gathered in one step: image[y0] first would hold height x (the image's width) pixels,
+    # gigabytes for a 1 x 50,000,000 image. uint8 pixels are promoted to float32 exactly.
+    y0, y1, x0, x1 = y0[:, None], y1[:, None], x0[None, :], x1[None, :]
+    a, c, b, d = image[y0, x0], image[y0, x1], image[y1, x0], image[y1, x1]
     return ((a * (one - dy)) * (one - dx) + (b * dy) * (one - dx)) + (c * (one - dy)) * dx + (d * dy) * dx
 
 
@@ -171,11 +274,16 @@ def _raw_fits(spec: ImageInput, norm: Normalization) -> bool:
     return abs(spec.scale * norm.std - 1) <= 0.01 and abs(offset + spec.zero_point - norm.mean) <= 1
 
 
+def _normalised(pixels: np.ndarray, norm: Normalization) -> np.ndarray:
+    # NormalizationParams: (x - mean) * scale, scale = 1 / std in float (AddDefaultNormalizationStep)
+    with np.errstate(over="ignore", invalid="ignore"):  # Normalization refuses what overflows
+        return (pixels - np.float32(norm.mean)) * np.float32(1.0 / norm.std)
+
+
 def to_input(pixels: np.ndarray, spec: ImageInput, norm: Normalization = Normalization()) -> np.ndarray:
     """Resized float pixels (0..255) as the input's type."""
     if spec.dtype.kind == "f":
-        # NormalizationParams: (x - mean) * scale, scale = 1 / std in float (AddDefaultNormalizationStep)
-        return ((pixels - np.float32(norm.mean)) * np.float32(1.0 / norm.std)).astype(spec.dtype)
+        return _normalised(pixels, norm).astype(spec.dtype)
     info = np.iinfo(spec.dtype)
     if norm.quantized == "raw" or not spec.scale or (norm.quantized == "auto" and _raw_fits(spec, norm)):
         # ImagePreprocessingStage: int8 subtracts 128, then static_cast truncates toward zero
@@ -190,10 +298,37 @@ def preprocess(path: str | os.PathLike, spec: ImageInput, norm: Normalization = 
                crop: float | None = CROP_FRACTION) -> np.ndarray:
     """One image file as the model's input [height, width, 3]: decode, central crop (None: none),
     bilinear resize to the input size, then normalise or quantize."""
-    image = load_image(path)
+    image = load_pixels(path)
     if crop is not None:
         image = central_crop(image, crop)
     return to_input(resize_bilinear(image, spec.height, spec.width), spec, norm)
+
+
+def check_preprocessing(spec: ImageInput, model: str, limit: int | None = None) -> None:
+    """Refuse, by the memory limit (runtime.limits.memory), a model input whose preprocessing alone
+    would need more: checked before the first image is decoded."""
+    from runtime.limits import memory
+
+    need = PREPROCESS_COPIES * spec.height * spec.width * 3 * 4
+    limit = memory.resolve_limit(limit)
+    if need > limit:
+        raise ModelError(f"{model}: preprocessing one image to its input [1, {spec.height}, {spec.width}, 3] "
+                         f"needs {memory.format_bytes(need)}, above the memory limit of {memory.format_bytes(limit)}")
+
+
+def check_finite(outputs: Sequence[np.ndarray], images: Sequence[str], run: str) -> None:
+    """Refuse float outputs ([images, ...] each) holding NaN or infinity: no accuracy is counted
+    over them (a stable sort would rank NaN scores and report a Top-1 all the same)."""
+    for k, out in enumerate(outputs):
+        out = np.asarray(out)
+        if out.dtype.kind != "f" or not out.size:
+            continue
+        bad = ~np.isfinite(out.reshape(len(out), -1)).all(axis=1)
+        if bad.any():
+            i = int(np.argmax(bad))
+            kind = "NaN" if np.isnan(out[i]).any() else "infinity"
+            raise TestbedError(f"image {images[i]}: output {k} of {run} holds {kind}; no result is reported over "
+                               f"non-finite outputs (do --input_mean / --input_std suit this model?)")
 
 
 # -- top-K ---------------------------------------------------------------------------------------

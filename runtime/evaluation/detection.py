@@ -14,14 +14,21 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from runtime.evaluation.classification import read_bytes
 from runtime.ir.errors import ModelError, TestbedError
 
-__all__ = ["IOU_THRESHOLDS", "CocoTruth", "Detector", "MapResult", "category_ids", "coco_map", "detector_outputs",
-           "load_coco", "to_coco_results"]
+__all__ = ["IOU_THRESHOLDS", "MAX_JSON_BYTES", "MAX_JSON_DEPTH", "CocoTruth", "Detector", "MapResult",
+           "category_ids", "check_detections", "coco_map", "detector_outputs", "load_coco", "to_coco_results"]
 
 # COCOeval's IoU thresholds, 0.50:0.05:0.95 (TFLite's AP stage uses the same ten).
 IOU_THRESHOLDS = tuple(round(0.5 + 0.05 * i, 2) for i in range(10))
 _FLAG = "--ground_truth_json"
+# A COCO instances file nests 5 levels (the file, annotations, an annotation, segmentation, a
+# polygon); deeper is not COCO, and pycocotools' deep copy would recurse through it.
+MAX_JSON_DEPTH = 16
+# COCO 2017's validation instances file is 25 MB, its training one 448 MB.
+MAX_JSON_BYTES = 1 << 30
+_ID_RANGE = (-(1 << 63), (1 << 63) - 1)  # pycocotools keeps ids in NumPy int64 arrays
 
 
 # -- ground truth --------------------------------------------------------------------------------
@@ -41,7 +48,29 @@ def _fail(path, where: str, what: str) -> TestbedError:
 
 
 def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an integer beyond float's range
+        return False
+
+
+def _integer(v) -> bool:
+    """A JSON integer (not true / false, not 1.0) that fits pycocotools' int64 arrays."""
+    return isinstance(v, int) and not isinstance(v, bool) and _ID_RANGE[0] <= v <= _ID_RANGE[1]
+
+
+def _too_deep(data) -> bool:
+    """Whether the document nests more than MAX_JSON_DEPTH levels (walked without recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                return True
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return False
 
 
 def _entries(data: dict, key: str, path) -> list[dict]:
@@ -51,68 +80,93 @@ def _entries(data: dict, key: str, path) -> list[dict]:
     return entries
 
 
-def _ids(entries: list[dict], key: str, path) -> set:
-    ids = set()
+def _unique(entries: list[dict], key: str, field: str, path, valid, what: str, required: bool = True) -> dict:
+    """{value: index} of each entry's `field`, which must be valid and unique: a repeated id or
+    name would silently merge or drop entries and change the mAP."""
+    seen: dict = {}
     for i, e in enumerate(entries):
-        v = e.get("id")
-        if not isinstance(v, int) or isinstance(v, bool) or v in ids:
-            raise _fail(path, f"{key}[{i}]", "'id' must be an integer, unique among the " + key)
-        ids.add(v)
-    return ids
+        if field not in e and not required:
+            continue
+        v = e.get(field)
+        if not valid(v):
+            raise _fail(path, f"{key}[{i}]", f"'{field}' {_shown(v)} must be {what}")
+        if v in seen:
+            raise _fail(path, f"{key}[{i}]", f"'{field}' {_shown(v)} is also {key}[{seen[v]}]'s")
+        seen[v] = i
+    return seen
+
+
+def _shown(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _check_images(images: list[dict], path) -> dict[str, dict]:
-    by_name = {}
+    _unique(images, "images", "file_name", path, lambda v: isinstance(v, str) and v != "" and "\0" not in v,
+            "a file name")
+    by_name: dict[str, dict] = {}
+    index: dict[str, int] = {}
     for i, im in enumerate(images):
-        name = im.get("file_name")
-        if not isinstance(name, str) or not name:
-            raise _fail(path, f"images[{i}]", "'file_name' must be a file name")
         for key in ("width", "height"):
             if key in im and not (_number(im[key]) and im[key] > 0):
                 raise _fail(path, f"images[{i}]", f"'{key}' must be a positive number")
-        by_name[Path(name).name] = im  # TFLite matches ground truth to images by file name
+        base = Path(im["file_name"]).name  # TFLite matches ground truth to images by file name
+        if base in by_name:
+            raise _fail(path, f"images[{i}]", f"'file_name' {_shown(im['file_name'])} names the same image file "
+                                              f"as images[{index[base]}]'s")
+        by_name[base], index[base] = im, i
     return by_name
 
 
-def _check_annotation(i: int, a: dict, image_ids: set, category_ids: set, path, next_id: int) -> dict:
+def _check_annotation(i: int, a: dict, image_ids: dict, category_ids: dict, path, next_id: int) -> dict:
     where = f"annotations[{i}]"
-    if a.get("image_id") not in image_ids:
-        raise _fail(path, where, f"'image_id' {a.get('image_id')!r} is not an image of the file")
-    if a.get("category_id") not in category_ids:
-        raise _fail(path, where, f"'category_id' {a.get('category_id')!r} is not a category of the file")
+    for key, ids, what in (("image_id", image_ids, "an image"), ("category_id", category_ids, "a category")):
+        if not _integer(a.get(key)) or a[key] not in ids:
+            raise _fail(path, where, f"'{key}' {_shown(a.get(key))} is not {what} id of the file")
     box = a.get("bbox")
     if not (isinstance(box, list) and len(box) == 4 and all(_number(v) for v in box) and box[2] >= 0 and box[3] >= 0):
         raise _fail(path, where, "'bbox' must be 4 numbers [x, y, width, height] in pixels")
-    a = dict(a)
-    a.setdefault("area", float(box[2] * box[3]))  # COCOeval's area ranges read it
-    a.setdefault("iscrowd", 0)
-    a.setdefault("id", next_id)
-    return a
+    if not math.isfinite(float(box[2]) * float(box[3])):  # IoUs over it would be NaN
+        raise _fail(path, where, "'bbox' width x height must be a finite number")
+    area = a.get("area", float(box[2]) * float(box[3]))  # COCOeval's area ranges read it
+    if not (_number(area) and area >= 0):
+        raise _fail(path, where, f"'area' {_shown(area)} must be a finite number, 0 or more")
+    if a.get("iscrowd", 0) not in (0, 1) or isinstance(a.get("iscrowd"), (bool, float)):
+        raise _fail(path, where, f"'iscrowd' {_shown(a.get('iscrowd'))} must be 0 or 1")  # COCOeval tests it as a flag
+    return {**a, "area": area, "iscrowd": a.get("iscrowd", 0), "id": a.get("id", next_id)}
+
+
+def _parse(path) -> object:
+    try:
+        return json.loads(read_bytes(path, _FLAG, MAX_JSON_BYTES).decode("utf-8"))
+    except UnicodeDecodeError:
+        raise _fail(path, "", "not JSON text (TFLite's binary ground-truth proto is not read here: give the COCO "
+                              "instances file it is made from)") from None
+    except json.JSONDecodeError as exc:
+        raise _fail(path, "", f"not JSON ({exc.msg}, line {exc.lineno}): a COCO instances file is") from None
+    except RecursionError:
+        raise _fail(path, "", f"nested more than {MAX_JSON_DEPTH} levels deep: not a COCO instances file") from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise _fail(path, "", f"not JSON that can be read: {' '.join(str(exc).split())[:120]}") from None
 
 
 def load_coco(path: str | os.PathLike) -> CocoTruth:
     """A COCO instances JSON file (images, annotations, categories), checked so that pycocotools
     cannot fail on it later: each mistake is one line naming the file and the entry."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TestbedError(f"{_FLAG} {path}: no such file") from None
-    except json.JSONDecodeError as exc:
-        raise _fail(path, "", f"not JSON ({exc.msg}, line {exc.lineno}): a COCO instances file is") from None
-    except UnicodeDecodeError:
-        raise _fail(path, "", "not JSON text (TFLite's binary ground-truth proto is not read here: give the COCO "
-                              "instances file it is made from)") from None
-    except OSError as exc:
-        raise _fail(path, "", f"cannot read it: {exc.strerror}") from None
+    data = _parse(path)
     if not isinstance(data, dict):
         raise _fail(path, "", "not a COCO instances file (an object with images, annotations, categories)")
+    if _too_deep(data):
+        raise _fail(path, "", f"nested more than {MAX_JSON_DEPTH} levels deep: not a COCO instances file")
     images, annotations, categories = (_entries(data, k, path) for k in ("images", "annotations", "categories"))
-    image_ids, category_ids = _ids(images, "images", path), _ids(categories, "categories", path)
-    for i, c in enumerate(categories):
-        if not isinstance(c.get("name"), str):
-            raise _fail(path, f"categories[{i}]", "'name' must be a string")
+    image_ids = _unique(images, "images", "id", path, _integer, "an integer")
+    category_ids = _unique(categories, "categories", "id", path, _integer, "an integer")
+    _unique(categories, "categories", "name", path, lambda v: isinstance(v, str) and v != "", "a name")
     by_name = _check_images(images, path)
-    free = max((a["id"] for a in annotations if isinstance(a.get("id"), int)), default=0) + 1
+    _unique(annotations, "annotations", "id", path, _integer, "an integer", required=False)
+    free = max((a["id"] for a in annotations if "id" in a), default=0) + 1  # ids for annotations without one
+    if free + len(annotations) > _ID_RANGE[1]:
+        raise _fail(path, "annotations", f"no room to number the annotations without an 'id' after id {free - 1}")
     checked = [_check_annotation(i, a, image_ids, category_ids, path, free + i) for i, a in enumerate(annotations)]
     dataset = {"images": images, "annotations": checked, "categories": categories}
     return CocoTruth(str(path), dataset, by_name)
@@ -198,6 +252,24 @@ def to_coco_results(outputs: Sequence[np.ndarray], image_id: int, width: float, 
         results.append({"image_id": image_id, "category_id": category, "score": float(scores[i]),
                         "bbox": [xmin * width, ymin * height, (xmax - xmin) * width, (ymax - ymin) * height]})
     return results
+
+
+def check_detections(outputs: Sequence[np.ndarray], image: str, run: str) -> None:
+    """Refuse a detector's outputs for one image whose counted rows (the first num_detections) or
+    count hold NaN or infinity: no mAP is reported over them."""
+    boxes, classes, scores, count = (np.asarray(o, np.float64).reshape(-1) for o in outputs)
+    bad = None
+    if not np.isfinite(count[0]):
+        bad = "num_detections"
+    else:
+        n = max(0, min(int(count[0]), len(scores)))
+        for name, rows in (("boxes", boxes.reshape(-1, 4)[:n]), ("classes", classes[:n]), ("scores", scores[:n])):
+            if not np.isfinite(rows).all():
+                bad = name
+                break
+    if bad:
+        raise TestbedError(f"image {image}: the {bad} output of {run} holds NaN or infinity; no result is reported "
+                           f"over non-finite outputs (do --input_mean / --input_std suit this model?)")
 
 
 # -- mAP -----------------------------------------------------------------------------------------
