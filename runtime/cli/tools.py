@@ -34,6 +34,16 @@ _DIFF_ERROR = ("FLOAT32", "INT8", "UINT8", "FLOAT16", "FLOAT64")
 _DIFF_EXACT = ("BOOL", "INT16", "UINT16", "INT32", "UINT32", "INT64", "UINT64", "INT4")
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 < value < 1e9:   # finite, and a limit a timer can hold
+        raise argparse.ArgumentTypeError(f"expected seconds above 0 and below 1e9, got {text!r}")
+    return value
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -279,7 +289,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     try:
         results = run_file(args.scenario, args.output, progress, args.allow_external_delegates, args.overwrite,
                            resume=args.resume, executor=args.executor, workers=args.workers, yes=args.yes,
-                           budget=args.delegate_timeout_secs,
+                           budget=args.delegate_timeout_secs, cell_timeout=args.cell_timeout_secs,
                            allow_paths_outside_output=args.allow_paths_outside_output)
     finally:
         progress.close()   # before any error line: the bar or the timer's lines never cut into it
@@ -381,6 +391,9 @@ def add_parsers(sub) -> None:
                          "LocalCluster (one process per core), or on the scheduler at ADDRESS")
     sp.add_argument("--workers", type=_positive, default=None, metavar="N",
                     help="worker processes of --executor dask's LocalCluster (default: one per core)")
+    sp.add_argument("--cell_timeout_secs", type=_seconds, default=None, metavar="SECONDS",
+                    help="with --executor dask: stop the sweep when a cell runs longer than this on a worker "
+                         "(default: no limit); the finished cells stay for --resume")
     sp.add_argument("--yes", action="store_true",
                     help=f"run a sweep of over {GUARD_CELLS:,} cells, or estimated at an hour or more, without asking")
     sp.set_defaults(fn=cmd_run, parser=sp)

@@ -20,7 +20,10 @@ import logging
 import math
 import os
 import secrets
+import socket
+import sys
 import threading
+import time
 from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Iterator, Sequence
@@ -31,12 +34,16 @@ from runtime.ir.errors import DelegateError, ScenarioError, TestbedError
 from runtime.measure.record import strict_json
 from runtime.scenario.apps import AppsScenario
 
-__all__ = ["EXECUTORS", "GUARD_CELLS", "GUARD_SECONDS", "GuardError", "CellPool", "executor_arg", "run_cell",
+__all__ = ["EXECUTORS", "GUARD_CELLS", "GUARD_SECONDS", "GuardError", "ExecutorError", "CellPool", "executor_arg",
+           "check_address", "run_cell",
            "count_cells", "estimate", "estimate_seconds", "guard_count", "guard_time", "duration"]
 
 EXECUTORS = ("local", "dask")
 GUARD_CELLS = 100_000          # more cells than this need --yes
 GUARD_SECONDS = 3600.0         # so does an estimated hour of host time or more
+CONNECT_SECONDS = 20.0         # how long reaching a Dask scheduler may take
+# the schemes of Dask's comm layer (distributed.comm.registry; inproc only reaches a scheduler in this process)
+SCHEMES = ("tcp", "tls", "ws", "wss", "ucx", "inproc")
 
 Done = Callable[[int, str, bytes], None]
 RunScenario = Callable[[object], tuple]   # a cell -> (its record, its SoC): runtime.sweep.runner.run_scenario
@@ -44,6 +51,44 @@ RunScenario = Callable[[object], tuple]   # a cell -> (its record, its SoC): run
 
 class GuardError(TestbedError):
     """A sweep too big to start without --yes (yes=True)."""
+
+
+class ExecutorError(TestbedError):
+    """The cells cannot run on Dask: a bad or unreachable scheduler address, or a cell that failed,
+    never returned or lost its worker there (named in the message)."""
+
+
+def check_address(address: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of a Dask scheduler address `[SCHEME://]HOST:PORT`; ExecutorError naming it
+    when it is not one (checked before anything starts, without reaching the network)."""
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    why = _address_problem(scheme, rest)
+    if why:
+        raise ExecutorError(f"--executor dask={address!r}: not a Dask scheduler address ({why}); expected "
+                            f"[SCHEME://]HOST:PORT with SCHEME one of {', '.join(SCHEMES)}")
+    if scheme == "inproc":
+        return scheme, rest, None
+    host, _, port = rest.rpartition(":")
+    return scheme, host.strip("[]"), int(port)
+
+
+def _address_problem(scheme: str, rest: str) -> str | None:
+    if scheme not in SCHEMES:
+        return f"unknown scheme {scheme!r}"
+    if not rest.isprintable() or any(c.isspace() or c in "/?#@" for c in rest):
+        return "a space, control character or one of / ? # @ in it"
+    if scheme == "inproc":
+        return None if rest else "no address after inproc://"
+    host, colon, port = rest.rpartition(":")
+    if not colon or not port:
+        return "no port"
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        return f"port {port!r} is not a number from 1 to 65535"
+    if not host or host.startswith("[") != host.endswith("]") or (":" in host and not host.startswith("[")):
+        return "no host" if not host else f"host {host!r} is not a name or an address ([...] around IPv6)"
+    return None
 
 
 def executor_arg(text: str) -> tuple[str, str | None]:
@@ -66,9 +111,13 @@ def run_cell(run_scenario: RunScenario, sc, k: int, budget: float | None = None)
         with _budget(budget):
             record, soc = run_scenario(sc)
     except DelegateError as exc:
-        raise DelegateError(f"{sc.source}" + (f" ({sc.label})" if sc.label else "") + f": {exc}") from exc
+        raise DelegateError(f"{_where(sc)}: {exc}") from exc
     events = chrome_trace(soc, sc.label or sc.name, pid=k + 1)["traceEvents"]
     return k, json.dumps(strict_json(record), allow_nan=False), pack_events(events)
+
+
+def _where(sc) -> str:
+    return f"{sc.source}" + (f" ({sc.label})" if sc.label else "")
 
 
 def _budget(seconds: float | None):
@@ -88,6 +137,8 @@ class CellPool:
 
     def __init__(self, executor: tuple[str, str | None] = ("local", None), workers: int | None = None):
         (self.kind, self.address), self.workers = executor, workers
+        if self.kind == "dask" and self.address:
+            check_address(self.address)   # before a scenario is loaded or anything starts
         self._stack = contextlib.ExitStack()
         self._client = None
         self._start_error: BaseException | None = None
@@ -114,9 +165,14 @@ class CellPool:
         self._stack.close()
 
     def run(self, run_scenario: RunScenario, cells: Sequence, todo: Sequence[int], done: Done,
-            budget: float | None = None) -> None:
+            budget: float | None = None, cell_timeout: float | None = None) -> None:
         """Run the cells numbered in `todo` with `run_scenario`, calling done(k, record_json, packed_events)
-        in this process as each finishes (in cell order locally, in finishing order on Dask)."""
+        in this process as each finishes (in cell order locally, in finishing order on Dask). On Dask, a
+        cell that raises, loses its worker or runs past `cell_timeout` seconds (None: no limit) stops the
+        sweep with an ExecutorError naming it; the cells done() was called for stay done."""
+        if cell_timeout is not None and self.kind != "dask":
+            raise ExecutorError("a cell time limit (--cell_timeout_secs) needs --executor dask: a cell running "
+                                "here cannot be stopped")
         if self.kind == "local":
             for k in todo:
                 done(*run_cell(run_scenario, cells[k], k))
@@ -127,7 +183,7 @@ class CellPool:
             raise self._start_error
         if self._client is None:
             self._client = self._stack.enter_context(_client(self.address, self.workers))
-        _run_dask(self._client, run_scenario, cells, todo, done, budget)
+        _run_dask(self._client, run_scenario, cells, todo, done, budget, cell_timeout)
         # nothing more runs here: the cluster shuts down while the caller exports the results
         self._closing = threading.Thread(target=self._stack.close, name="dask-close")
         self._closing.start()
@@ -143,23 +199,53 @@ def _pickle_proxy(m: MappingProxyType):
     return _proxy, (dict(m),)
 
 
-def _run_dask(client, run_scenario: RunScenario, cells, todo, done: Done, budget) -> None:
-    from dask.distributed import as_completed
-
+def _run_dask(client, run_scenario: RunScenario, cells, todo, done: Done, budget,
+              cell_timeout: float | None = None) -> None:
     copyreg.pickle(MappingProxyType, _pickle_proxy)   # a Scenario holds its mappings read-only
     pending, run = iter(_longest_first(cells, todo)), secrets.token_hex(6)   # keys unique per run
-    window = 4 * max(1, sum(client.nthreads().values()))   # a few cells queued per worker, not all
-    submit = lambda k: client.submit(run_cell, run_scenario, cells[k], k, budget,  # noqa: E731
-                                     key=f"dtb-cell-{run}-{k}")
-    futures = as_completed([submit(k) for k in itertools.islice(pending, window)], loop=client.loop)
+    slots = max(1, sum(client.nthreads().values()))
+    # a few cells queued per worker, not all; with a time limit only as many as run at once, so a
+    # cell's clock starts when it starts
+    window = slots if cell_timeout is not None else 4 * slots
+    running: dict = {}   # future -> (cell, when it was handed over)
+    finishing = threading.Event()   # set as any future finishes (Dask calls back on a thread of its own)
+
+    def top_up() -> None:
+        for k in itertools.islice(pending, window - len(running)):
+            future = client.submit(run_cell, run_scenario, cells[k], k, budget, key=f"dtb-cell-{run}-{k}")
+            running[future] = (k, time.monotonic())
+            future.add_done_callback(lambda _: finishing.set())
+
+    top_up()
     try:
-        for future in futures:
-            done(*_result(future, cells))
-            future.release()
-            for k in itertools.islice(pending, 1):
-                futures.add(submit(k))
+        while running:
+            for future in _finished(finishing, running, cells, cell_timeout):
+                del running[future]
+                done(*_result(future, cells))
+                future.release()
+            top_up()
     finally:
-        futures.clear()
+        if running:
+            client.cancel(list(running))
+
+
+def _finished(finishing: threading.Event, running: dict, cells, cell_timeout: float | None) -> list:
+    """The futures of `running` that have finished, waiting for one; ExecutorError naming the cell that
+    has run longer than cell_timeout."""
+    finishing.clear()   # before looking: a future finishing from here on sets it again
+    finished = [future for future in running if future.done()]
+    if finished:
+        return finished
+    timeout = None
+    if cell_timeout is not None:
+        k, started = min(running.values(), key=lambda item: item[1])
+        timeout = started + cell_timeout - time.monotonic()
+        if timeout <= 0:
+            raise ExecutorError(f"{_where(cells[k])}: did not finish within {cell_timeout:g} s on a Dask worker "
+                                f"(--cell_timeout_secs); the cells finished before it are in results.db, and "
+                                f"--resume goes on from them")
+    finishing.wait(timeout)
+    return [future for future in running if future.done()]
 
 
 def _longest_first(cells, todo: Sequence[int]) -> list[int]:
@@ -179,14 +265,72 @@ def _quiet_worker() -> None:
 
 
 def _result(future, cells) -> tuple[int, str, bytes]:
-    """The task's result; a worker that died running it (three times, as Dask retries) is one line."""
+    """The task's result. A worker that died running it (as many times as Dask retries), or an error
+    raised in it, is one line naming the cell; the cells stored before stay for --resume."""
     from distributed import KilledWorker
 
+    sc = cells[int(str(future.key).rsplit("-", 1)[-1])]
+    resume = "the cells finished before it are in results.db, and --resume goes on from them"
     try:
         return future.result()
-    except KilledWorker as exc:
-        sc = cells[int(str(future.key).rsplit("-", 1)[-1])]
-        raise TestbedError(f"{sc.source} ({sc.label}): the Dask worker running this cell died: {exc}") from None
+    except KilledWorker:
+        raise ExecutorError(f"{_where(sc)}: the Dask worker running this cell died (killed, or out of memory); "
+                            f"{resume}") from None
+    except TestbedError as exc:
+        named = str(exc) if str(exc).startswith(str(sc.source)) else f"{_where(sc)}: {exc}"
+        try:   # the same kind of error (a DelegateError stays one), now naming the cell
+            error = type(exc)(named)
+        except Exception:   # noqa: BLE001 - an error type whose constructor takes more than a message
+            error = ExecutorError(named)
+        raise error from None
+    except Exception as exc:   # noqa: BLE001 - whatever the cell raised on the worker, named in one line
+        message = " ".join(str(exc).split())
+        raise ExecutorError(f"{_where(sc)}: the cell failed on a Dask worker: {type(exc).__name__}: {message}; "
+                            f"{resume}") from None
+
+
+def _remote_client(Client, address: str):
+    """A client of the scheduler at `address`, or an ExecutorError naming it: the host is tried with a
+    plain connection first (a refused port is one line at once, not CONNECT_SECONDS of retries)."""
+    scheme, host, port = check_address(address)
+    unreachable = f"cannot reach the Dask scheduler at {address}"
+    if port is not None:
+        try:
+            socket.create_connection((host, port), timeout=CONNECT_SECONDS).close()
+        except OSError as exc:   # refused, no route, a name that does not resolve, a time-out
+            raise ExecutorError(f"{unreachable}: {exc.strerror or exc}") from None
+    # A Client that failed to connect closes itself when collected and reports that close timing out as an
+    # "Exception ignored" traceback: held back here, as the failure is already this one line.
+    previous = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: None if "Client" in repr(unraisable.object) else previous(unraisable)
+    try:
+        outcome: dict = {}
+
+        def connect() -> None:
+            try:
+                outcome["client"] = Client(address, timeout=f"{CONNECT_SECONDS:g}s", set_as_default=False)
+            except BaseException as exc:  # noqa: BLE001 - told on the caller's thread below
+                outcome["error"] = exc
+
+        # on its own thread: a listener that accepts and never answers holds Client's handshake forever,
+        # whatever its timeout (the thread is left behind, a daemon, and goes with the process)
+        thread = threading.Thread(target=connect, name="dask-connect", daemon=True)
+        thread.start()
+        thread.join(2 * CONNECT_SECONDS)
+        if "client" in outcome:
+            return outcome["client"]
+        error = outcome.pop("error", None)
+        if error is not None and not isinstance(error, (OSError, TimeoutError, ValueError)):
+            raise error
+        message = " ".join(str(error).split()) if error is not None else \
+            f"no answer within {2 * CONNECT_SECONDS:g} s"
+        del error
+        import gc
+
+        gc.collect()
+        raise ExecutorError(f"{unreachable}: {message} (is it a Dask scheduler?)")
+    finally:
+        sys.unraisablehook = previous
 
 
 @contextlib.contextmanager
@@ -198,11 +342,7 @@ def _client(address: str | None, workers: int | None) -> Iterator:
     except ImportError as exc:
         raise TestbedError(f"--executor dask needs dask.distributed: pip install 'dask[distributed]' ({exc})") from None
     if address:
-        try:
-            client = Client(address, timeout="20s", set_as_default=False)
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise TestbedError(f"cannot reach the Dask scheduler at {address}: {' '.join(str(exc).split())}") from None
-        with contextlib.closing(client):
+        with contextlib.closing(_remote_client(Client, address)) as client:
             yield client
         return
     import dask

@@ -29,6 +29,7 @@ import os
 import secrets
 import shutil
 import signal
+import stat
 import threading
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
@@ -40,6 +41,8 @@ __all__ = ["OutputFolderError", "ResultsFolder", "MANIFEST", "check_output_path"
 MANIFEST = "manifest.json"
 _LOCK = ".dtb-lock"
 _STAGING = ".dtb-staging-"
+# never taken from a staging folder: the cells' database and the lock belong to the folder, not to a set
+_NEVER_STAGED = ("results.db", _LOCK)
 
 
 class OutputFolderError(TestbedError):
@@ -70,6 +73,28 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _open_lock(path: Path):
+    """The lock file, opened without following a symlink; a symlink, a directory or anything but a
+    plain file there is an OutputFolderError (the lock is written to: never through a link)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        what = "a symlink" if stat.S_ISLNK(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode) else \
+            "not a regular file"
+        raise OutputFolderError(f"{path} is {what}, not dtb's lock file; remove it or choose another output folder")
+    # O_NOFOLLOW: a symlink put there since the check fails here instead of being written through
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    return os.fdopen(fd, "a+", encoding="utf-8")
+
+
+def _stageable(name: object) -> bool:
+    """A name a staging manifest may list: a plain file name of the set, never the database or the lock."""
+    return (isinstance(name, str) and name == Path(name).name and not name.startswith(".") and name != MANIFEST
+            and not any(name.startswith(n) for n in _NEVER_STAGED))
 
 
 class ResultsFolder:
@@ -112,7 +137,7 @@ class ResultsFolder:
             return
         path = self.out / _LOCK
         while True:
-            f = open(path, "a+", encoding="utf-8")
+            f = _open_lock(path)
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -123,7 +148,7 @@ class ResultsFolder:
                                         f"wait for it to finish or choose another folder") from None
             # the holder before us may have removed the file on its way out: lock the file that is there
             try:
-                same = os.fstat(f.fileno()).st_ino == os.stat(path).st_ino
+                same = os.fstat(f.fileno()).st_ino == os.lstat(path).st_ino
             except FileNotFoundError:
                 same = False
             if same:
@@ -151,16 +176,17 @@ class ResultsFolder:
     def _recover(self) -> None:
         """Finish a commit a killed run left half done; delete staging folders of runs killed earlier."""
         for staging in sorted(self.out.glob(_STAGING + "*")):
+            if staging.is_symlink() or not staging.is_dir():   # not a folder a run made: never followed
+                with contextlib.suppress(OSError):
+                    staging.unlink()
+                continue
             staged = staging / MANIFEST
-            if staged.is_file() and not (self.out / MANIFEST).exists():
-                try:
-                    names = json.loads(staged.read_text(encoding="utf-8"))["files"]
-                except (OSError, ValueError, KeyError, TypeError):
-                    names = {}
-                for name in names:
-                    if (staging / name).is_file() and "/" not in name and name != MANIFEST:
+            if _plain_file(staged) and not (self.out / MANIFEST).exists():
+                names = _staged_files(staging)
+                if names is not None:
+                    for name in names:
                         os.replace(staging / name, self.out / name)
-                os.replace(staged, self.out / MANIFEST)
+                    os.replace(staged, self.out / MANIFEST)
             shutil.rmtree(staging, ignore_errors=True)
 
     def _check_owner(self) -> None:
@@ -193,6 +219,9 @@ class ResultsFolder:
     def commit(self, writers: Mapping[str, Callable[[Path], object]]) -> None:
         """writers: file name -> function writing that file at the path it is given. All are written
         into the staging folder first; then the set replaces the folder's files (see the module)."""
+        refused = [name for name in writers if not _stageable(name)]
+        if refused:
+            raise OutputFolderError(f"{self.out}: {', '.join(refused)} cannot be part of a result set")
         self._staging = self.out / f"{_STAGING}{os.getpid()}-{secrets.token_hex(4)}"
         self._staging.mkdir()
         for name, write in writers.items():
@@ -208,6 +237,26 @@ class ResultsFolder:
                 os.replace(self._staging / name, self.out / name)
             os.replace(self._staging / MANIFEST, self.out / MANIFEST)
         self._created = False
+
+
+def _plain_file(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()
+
+
+def _staged_files(staging: Path) -> list[str] | None:
+    """The staged files a half-done commit still has to move, each a plain file whose SHA-256 is the
+    one its manifest names; None when the staging folder is not a whole, sound rest of one set (a
+    name outside the set's, a changed or linked file): then nothing of it replaces anything."""
+    try:
+        files = json.loads((staging / MANIFEST).read_text(encoding="utf-8"))["files"]
+        if not isinstance(files, dict) or not all(_stageable(n) for n in files):
+            return None
+        left = [n for n in files if os.path.lexists(staging / n)]
+        if all(_plain_file(staging / n) and _sha256(staging / n) == files[n] for n in left):
+            return left
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
 
 
 @contextlib.contextmanager

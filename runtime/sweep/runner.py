@@ -137,7 +137,8 @@ def check_file(path: str | os.PathLike, allow_external_delegates: bool = False,
 def run_file(path: str | os.PathLike, out_dir: str | os.PathLike, progress: Progress | None = None,
              allow_external_delegates: bool = False, overwrite: bool = False, *, resume: bool = False,
              executor: tuple[str, str | None] = ("local", None), workers: int | None = None, yes: bool = False,
-             budget: float | None = None, allow_paths_outside_output: bool = False) -> dict:
+             budget: float | None = None, cell_timeout: float | None = None,
+             allow_paths_outside_output: bool = False) -> dict:
     """Every cell of a scenario file; writes results.json, results.csv, trace.json and report.md
     (and manifest.json, written last). Before any cell runs: a sweep of over sweep.GUARD_CELLS cells
     or estimated at an hour or more is refused unless `yes` (runtime/sweep/executors.py), the output folder is
@@ -146,7 +147,8 @@ def run_file(path: str | os.PathLike, out_dir: str | os.PathLike, progress: Prog
     folder's results.db as it finishes, and `resume` skips the cells it holds (runtime/sweep/results_db.py);
     the four files are exported from it at the end. `executor`: ("local", None) runs the cells here,
     ("dask", ADDRESS or None) as Dask tasks (`workers` processes on a LocalCluster; `budget`: the
-    delegate time budget there). `progress(done, total, label)` is called as cells finish. A
+    delegate time budget there; `cell_timeout`: seconds a cell may run there, None for no limit; a cell
+    failing there is an ExecutorError naming it). `progress(done, total, label)` is called as cells finish. A
     delegate failing while a cell runs is a DelegateError naming the file and the cell. Delegate cache
     folders are relative to `out_dir` and stay inside it unless `allow_paths_outside_output`
     (runtime/sweep/cache_dirs.py)."""
@@ -171,7 +173,8 @@ def run_file(path: str | os.PathLike, out_dir: str | os.PathLike, progress: Prog
                 progress(len(store.done), len(cells), "")
             # handed over rather than imported by sweep.py (which sits below this module), and read from this
             # module as the run starts, so a run_scenario replaced here (as tests do) is the one that runs
-            pool.run(run_scenario, placed, [k for k in range(len(cells)) if k not in store.done], done, budget)
+            pool.run(run_scenario, placed, [k for k in range(len(cells)) if k not in store.done], done, budget,
+                     cell_timeout)
             records = [r for stored in store.records() for r in (stored if isinstance(stored, list) else [stored])]
             results = strict_json({"schema": 1, "scenario": str(path), "records": records})   # apps: one a stream
             folder.commit(_writers(results, store.write_trace))
