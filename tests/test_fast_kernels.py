@@ -315,6 +315,9 @@ def test_a_stalled_parallel_loop_falls_back_to_one_thread(monkeypatch):
     """Loops on two threads slower than their one-thread time, several in a row, mark the machine
     contended; loops then run on one thread (same results) until the back-off ends."""
     monkeypatch.setattr(fast_jit, "STALL_SECONDS", -1.0)  # every parallel loop counts as a stall
+    # a window and a back-off no busy host outlasts: the test counts stalls, it never races the clock
+    monkeypatch.setattr(fast_jit, "WINDOW_SECONDS", 1e9)
+    monkeypatch.setattr(fast_jit, "BACK_OFF_SECONDS", 1e9)
     monkeypatch.setattr(fast_conv, "MIN_SPLIT", 0)
     monkeypatch.setitem(fast_jit._contended, "until", 0.0)
     monkeypatch.setitem(fast_jit._contended, "stalls", collections.deque(maxlen=fast_jit.STALLS))
