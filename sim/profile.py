@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from runtime.ir.errors import ProfileError
+from runtime.ir.files import read_text
 from runtime.ir.optypes import OpType
 from runtime.ir.yamlcheck import Key, parse
 from sim.band import parse_error_band
@@ -271,7 +272,7 @@ def load_profile(name_or_path: str | os.PathLike) -> Profile:
     path = resolve(name_or_path)
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)   # a FIFO or a device is refused, not read forever
     except FileNotFoundError:
         raise ProfileError(f"{source}: no such profile file") from None
     except (OSError, UnicodeDecodeError) as exc:

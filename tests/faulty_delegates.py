@@ -14,6 +14,8 @@ words the error must contain:
 - "flag":   NaN or infinity in an output: not an error, but flagged in the record.
 
 The hanging faults wait on RELEASE, which the tests set when they finish, so abandoned threads end.
+Before waiting they call each function in ON_HANG: a test's fake clock jumps there, so the time
+budget runs out on the hanging call and on no other, however slow the machine.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from delegates.kernel import UnitKernel
 from sim.numerics import NumericMode
 
 RELEASE = threading.Event()
+ON_HANG: list = []    # callables run as a hanging fault starts to wait
 
 
 class Boom(Exception):
@@ -74,6 +77,8 @@ CASES: dict[str, tuple[str, str]] = {
 
 
 def _hang() -> None:
+    for hook in ON_HANG:
+        hook()
     RELEASE.wait()
 
 

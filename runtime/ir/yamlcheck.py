@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from runtime.ir.errors import TestbedError
+from runtime.ir.files import special_kind
 
 __all__ = ["Key", "Ctx", "dotted", "parse", "kind", "suggest", "mapping", "text", "flag", "integer", "number",
            "member", "freeze", "overlay"]
@@ -48,7 +49,9 @@ class Ctx:
             raise self.fail(path, f"{what} {reprlib.repr(name)} cannot be used as a path: "
                                   f"{getattr(exc, 'strerror', None) or exc}") from None
         if not exists:
-            raise self.fail(path, f"{what} {found} does not exist")
+            kind = special_kind(found)
+            raise self.fail(path, f"{what} {found} is {kind}, not a regular file" if kind else
+                                  f"{what} {found} does not exist")
         return found
 
 

@@ -12,6 +12,7 @@ import struct
 import numpy as np
 
 from runtime.ir.errors import ModelError
+from runtime.ir.files import read_bytes
 from runtime.ir.graph import DType, Graph, Op, QuantParams, Signature, Tensor, printable
 from runtime.ir.optypes import OpType
 from runtime.ir.options import FOR_OP, TABLES, GenericOptions
@@ -41,8 +42,7 @@ def load(path: str | os.PathLike, memory_limit: int | None = None) -> Graph:
     constants may allocate; None: runtime.limits.memory's default."""
     path = os.fspath(path)
     try:
-        with open(path, "rb") as f:
-            content = f.read()
+        content = read_bytes(path)   # a FIFO or a device is refused, not read forever
     except OSError as exc:
         raise ModelError(f"cannot read model file {path}: {exc.strerror}") from None
     return loads(content, source=path, memory_limit=memory_limit)

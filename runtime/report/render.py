@@ -13,6 +13,7 @@ from typing import Any
 
 from runtime.ir.atomic import write_text
 from runtime.ir.errors import TestbedError
+from runtime.ir.files import read_text
 from runtime.report.apps import app_blocks, csv_columns as apps_csv_columns, csv_values as apps_csv_values
 from runtime.report.plots import plot_images
 from runtime.report.status import CellStatus, record_status
@@ -392,7 +393,7 @@ def render(results: dict, fmt: str = "md", trace: dict | None = None) -> str:
 
 def _read_json(path: Path, what: str) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)   # a FIFO or a device is refused, not read forever
     except FileNotFoundError:
         raise TestbedError(f"{path}: no such {what} file") from None
     except (OSError, UnicodeDecodeError) as e:

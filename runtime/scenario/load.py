@@ -39,6 +39,7 @@ from typing import Any, Iterator, Mapping
 
 from runtime.limits import counts as limits
 from runtime.ir.errors import ScenarioError
+from runtime.ir.files import open_regular, read_text
 from runtime.ir.yamlcheck import (Ctx, Key, flag, freeze, integer, kind, mapping, member, number, overlay, parse, suggest,
                                text)
 from runtime.scenario.apps import apps_scenario
@@ -88,7 +89,7 @@ def load_scenario(path: str | os.PathLike, allow_external_delegates: bool = Fals
     file name, unless `allow_paths_outside_output` (`dtb run --allow-paths-outside-output`)."""
     p = Path(path)
     try:
-        content = p.read_text(encoding="utf-8")
+        content = read_text(p)   # a FIFO or a device is refused, not read forever
     except FileNotFoundError:
         raise ScenarioError(f"{p}: no such scenario file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -225,9 +226,9 @@ def read_array_headers(path: Path) -> dict[str, tuple[tuple[int, ...], Any]]:
         return tuple(shape), dtype
 
     if path.suffix == ".npy":
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             return {"": header(f)}
-    with zipfile.ZipFile(path) as z:
+    with open_regular(path) as raw, zipfile.ZipFile(raw) as z:
         out = {}
         for info in z.infolist():
             if not info.filename.endswith(".npy"):

@@ -31,6 +31,7 @@ from typing import Callable, Iterator, Sequence
 from runtime.limits import counts as limits
 from runtime.sweep.cell import build_model
 from runtime.ir.errors import DelegateError, ScenarioError, TestbedError
+from runtime.ir.files import read_text
 from runtime.measure.record import strict_json
 from runtime.scenario.apps import AppsScenario
 
@@ -405,7 +406,7 @@ def _document(path):
     from runtime.ir.yamlcheck import parse
 
     try:
-        return parse(Path(path).read_text(encoding="utf-8"), str(path), ScenarioError)[0]
+        return parse(read_text(path), str(path), ScenarioError)[0]
     except (OSError, UnicodeDecodeError, TestbedError):
         return None
 

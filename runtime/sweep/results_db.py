@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from runtime.ir.errors import TestbedError
+from runtime.ir.files import open_regular
 from runtime.sweep.outdir import OutputFolderError
 
 __all__ = ["DB_NAME", "BUSY_SECONDS", "CellStore", "DatabaseBusyError", "ResumeError", "row_digest", "cell_key", "pack_events", "is_database", "read_results"]
@@ -410,7 +411,7 @@ def _pids(buffer: bytes, pid: int, whole: bool) -> tuple[int, int] | None:
 def is_database(path: str | os.PathLike) -> bool:
     """Whether the file is an SQLite database (read from its header, whatever its name)."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:   # a FIFO is no database (and open() would wait for a writer)
             return f.read(len(_MAGIC)) == _MAGIC
     except OSError:
         return False

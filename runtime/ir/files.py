@@ -1,0 +1,69 @@
+"""Reading a file the user named: only a regular file, since a FIFO, a terminal or a device may never end.
+
+open() on a FIFO waits for a writer, read() on /dev/zero or /dev/stdin may never return: a scenario,
+profile, model or input path that names one would hang the command. The file is opened without
+blocking and checked with fstat (no window between the check and the read), then read as usual.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import IO
+
+__all__ = ["NotRegularFile", "open_regular", "read_bytes", "read_text", "special_kind"]
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+class NotRegularFile(OSError):
+    """The path names something other than a regular file; str() and strerror say what it is."""
+
+    def __init__(self, path: str, kind: str):
+        super().__init__(f"it is {kind}, not a regular file")
+        self.strerror, self.filename = f"it is {kind}, not a regular file", path
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def special_kind(path: str | os.PathLike) -> str | None:
+    """"a FIFO", "a directory", ... when `path` exists and is no regular file; None otherwise."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return None if stat.S_ISREG(mode) else _kind(mode)
+
+
+def open_regular(path: str | os.PathLike) -> IO[bytes]:
+    """The file at `path` opened for reading in binary; NotRegularFile (an OSError) for anything but a
+    regular file, other OSErrors as open() raises them."""
+    nonblock = getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, os.O_RDONLY | nonblock | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(os.fspath(path), _kind(mode))
+        if nonblock:
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    with open_regular(path) as f:
+        return f.read()
+
+
+def read_text(path: str | os.PathLike, encoding: str = "utf-8") -> str:
+    """As Path.read_text (universal newlines), from a regular file only."""
+    data = read_bytes(path).decode(encoding)
+    return data.replace("\r\n", "\n").replace("\r", "\n")
