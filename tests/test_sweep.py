@@ -73,7 +73,9 @@ def test_the_dask_executor_writes_the_local_runs_bytes(tmp_path):
                                str(tmp_path / "dask"), "--executor", "dask", "--workers", "2"], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "Warning" not in done.stderr and "warning" not in done.stderr.lower(), done.stderr  # Dask's own, e.g. a port in use
+    # Dask's own, e.g. a port in use (the tool's own "dtb run: warning: ..." lines about the fit are meant)
+    theirs = [line for line in done.stderr.splitlines() if not line.startswith("dtb run: warning: ")]
+    assert not any("warning" in line.lower() for line in theirs), done.stderr
     for name in FILES:
         assert (tmp_path / "dask" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name
 
