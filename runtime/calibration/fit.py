@@ -120,6 +120,10 @@ class RowSim:
         delegates, rest = parse_flags(list(DELEGATES[row.delegate]) + list(row.flags), profile)
         if rest:
             raise CalibrationError(f"{row.source}: unknown delegate flags {' '.join(rest)}")
+        refused = [d.platform_refusal for d in delegates if d.platform_refusal]
+        if refused:   # else the run is all CPU, and the fit would take a delegate's latency for the CPU's
+            raise CalibrationError(f"{row.source}: delegate {row.delegate}: {refused[0]}; a measurement through a "
+                                   f"delegate the phone does not have cannot be fitted")
         self.it = Interpreter(graph=graph, experimental_delegates=delegates, num_threads=row.threads,
                               device=profile, timing_only=True)
         self.it.allocate_tensors()
@@ -207,6 +211,12 @@ class Fit:
 
 
 def _residuals(rows: Sequence[Row], results, x: np.ndarray) -> np.ndarray:
+    bad = [f"{row.source} ({row.label}, {row.delegate}: {ms!r} ms)" for row, (ms, _) in zip(rows, results)
+           if not (math.isfinite(ms) and ms > 0)]
+    if bad:   # log() of it would be a math error or a NaN that least_squares refuses without saying why
+        shown = "; ".join(bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+        raise CalibrationError(f"the fit cannot start: the simulated latency of {len(bad)} row(s) is not a positive "
+                               f"finite number: {shown}")
     out = []
     for row, (ms, per_type) in zip(rows, results):
         out.append(math.log(ms / row.latency_ms))
@@ -334,8 +344,34 @@ def load_base(name_or_path: str) -> tuple[dict, dict, str, Path]:
         except OSError as exc:
             raise ProfileError(f"{path}: cannot read the profile: {exc}") from None
         data, lines = parse(text, str(path), ProfileError)
-        prior = (data.get("calibration") or {}).get("prior") if isinstance(data, dict) else None
+        prior = _prior_of(data, lines, path)
         if not prior:
             return data, lines, text, path
         path = (path.parent / prior) if not Path(prior).is_absolute() else Path(prior)
     raise ProfileError(f"{path}: a prior profile must not itself name a prior")
+
+
+def _prior_of(data: Any, lines: Mapping, path: Path) -> str | None:
+    """The prior file a calibrated profile names (None for an uncalibrated one), after checking the
+    keys the calibration reads before the profile's own loader does: the document, name, calibration.prior."""
+    from runtime.ir.errors import ProfileError
+
+    def where(key: Key) -> str:
+        return f"{path}:{lines[key]}" if key in lines else str(path)
+
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: a profile must be a mapping of keys, got {type(data).__name__}")
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ProfileError(f"{where(('name',))}: name: must be a non-empty string (the phone's name), got "
+                           f"{'nothing' if name is None else type(name).__name__}")
+    calibration = data.get("calibration")
+    if calibration is None:
+        return None
+    if not isinstance(calibration, dict):
+        raise ProfileError(f"{where(('calibration',))}: calibration: must be a mapping, got {type(calibration).__name__}")
+    prior = calibration.get("prior")
+    if prior is not None and (not isinstance(prior, str) or not prior.strip() or "\0" in prior):
+        raise ProfileError(f"{where(('calibration', 'prior'))}: calibration.prior: must be a profile file name, got "
+                           f"{type(prior).__name__}")
+    return prior

@@ -5,13 +5,15 @@ from __future__ import annotations
 import csv
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Mapping
 
 from delegates.kinds import DelegateKind
 from runtime.ir.errors import TestbedError
 
-__all__ = ["Row", "MeasurementError", "MeasurementWarning", "read_csv", "read_log", "DELEGATES", "model_key"]
+__all__ = ["Row", "MeasurementError", "MeasurementWarning", "read_csv", "read_log", "DELEGATES", "model_key",
+           "MAX_ROWS", "MAX_FIELD", "parse_number"]
 
 # The delegate column's values and the benchmark_model flags each stands for.
 DELEGATES: Mapping[str, tuple[str, ...]] = {
@@ -20,6 +22,14 @@ DELEGATES: Mapping[str, tuple[str, ...]] = {
 _COLUMNS = ("model", "args", "quantization", "device", "delegate", "threads", "latency_ms")
 _QUANTIZATIONS = ("none", "float16", "dynamic_range", "int8", "uint8")
 _MAX_THREADS = 64
+# Limits that keep a measurement file's reading and the fit bounded: a published set has tens to
+# hundreds of rows, and every row is one simulation per step of the fit.
+MAX_ROWS = 1000
+MAX_FIELD = 1000            # characters in one CSV field or one number
+MAX_LINE = 10 * MAX_FIELD   # characters in one CSV line
+# A number as a measurement file writes it: ASCII digits, one point, an optional exponent (no
+# "1_000", no "inf"/"nan", no non-ASCII digits, all of which float() would take).
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 class MeasurementError(TestbedError, ValueError):
@@ -66,18 +76,36 @@ def model_key(row: Row) -> tuple:
 def read_csv(text: str, source: str) -> list[Row]:
     """Rows with the columns model, args, quantization, device, delegate, threads, latency_ms
     (args as `alpha=0.25;resolution=128`; other columns, such as source, are kept as comments)."""
-    reader = csv.DictReader(text.splitlines())
-    missing = [c for c in _COLUMNS if c not in (reader.fieldnames or ())]
-    if missing:
-        raise MeasurementError(f"{source}:1: missing column(s) {', '.join(missing)}; "
-                               f"expected {', '.join(_COLUMNS)}")
-    rows = [_csv_row(raw, f"{source}:{n}") for n, raw in enumerate(reader, 2)]
+    lines = text.splitlines()
+    for n, line in enumerate(lines, 1):   # before csv, whose own limit's error names no line
+        if len(line) > MAX_LINE:
+            raise MeasurementError(f"{source}:{n}: a line of {len(line)} characters (the limit is {MAX_LINE})")
+    reader = csv.DictReader(lines)
+    try:
+        missing = [c for c in _COLUMNS if c not in (reader.fieldnames or ())]
+        if missing:
+            raise MeasurementError(f"{source}:1: missing column(s) {', '.join(missing)}; "
+                                   f"expected {', '.join(_COLUMNS)}")
+        rows = []
+        for raw in reader:
+            rows.append(_csv_row(raw, f"{source}:{reader.line_num}"))
+            if len(rows) > MAX_ROWS:
+                raise MeasurementError(f"{source}:{reader.line_num}: more than {MAX_ROWS} measurement rows "
+                                       f"(the limit; calibrate from a subset)")
+    except csv.Error as exc:   # a field over csv's size limit, a NUL byte, a broken quote
+        raise MeasurementError(f"{source}:{reader.line_num}: not CSV: {exc}") from None
     if not rows:
         raise MeasurementError(f"{source}: no measurement rows")
     return rows
 
 
 def _csv_row(raw: Mapping[str, str], where: str) -> Row:
+    short = [c for c in _COLUMNS if raw.get(c) is None]
+    if short:   # fields past the header's are kept as comments, as in the shipped files
+        raise MeasurementError(f"{where}: fewer fields than the header names (no {', '.join(short)})")
+    for key, value in raw.items():
+        if isinstance(value, str) and len(value) > MAX_FIELD:
+            raise MeasurementError(f"{where}: {key}: a field of {len(value)} characters (the limit is {MAX_FIELD})")
     model = (raw["model"] or "").strip()
     if not model:
         raise MeasurementError(f"{where}: model: empty")
@@ -97,38 +125,46 @@ def _args(text: str, where: str) -> tuple[tuple[str, float | int], ...]:
         key, eq, value = part.partition("=")
         if not eq or not key.strip():
             raise MeasurementError(f"{where}: args: {part!r} is not key=value")
-        out.append((key.strip(), _number(value.strip(), f"{where}: args: {key.strip()}")))
+        out.append((key.strip(), parse_number(value.strip(), f"{where}: args: {key.strip()}")))
     return tuple(out)
 
 
-def _number(text: str, where: str) -> float | int:
-    try:
-        value = float(text)
-    except ValueError:
-        raise MeasurementError(f"{where}: {text!r} is not a number") from None
+def parse_number(text: str, where: str) -> float | int:
+    """A decimal number, strictly (see _NUMBER), finite, not subnormal; an int when written as one."""
+    if len(text) > MAX_FIELD or not _NUMBER.fullmatch(text):
+        shown = repr(text) if len(text) <= 40 else f"{text[:40]!r}... ({len(text)} characters)"
+        raise MeasurementError(f"{where}: {shown} is not a number")
+    value = float(text)
     if not math.isfinite(value):
-        raise MeasurementError(f"{where}: {text!r} is not a finite number")
-    return int(value) if value.is_integer() and "." not in text else value
+        raise MeasurementError(f"{where}: {text!r} is out of range (not a finite number)")
+    if value != 0 and abs(value) < sys.float_info.min:   # subnormal: no measurement is that small
+        raise MeasurementError(f"{where}: {text!r} is too small to be a measurement (a subnormal number)")
+    if value.is_integer() and not re.search(r"[.eE]", text):
+        return int(text)
+    return value
+
+
+
 
 
 def _threads(text: str, where: str) -> int:
-    value = _number((text or "").strip(), f"{where}: threads")
+    value = parse_number((text or "").strip(), f"{where}: threads")
     if not isinstance(value, int) or not 1 <= value <= _MAX_THREADS:
         raise MeasurementError(f"{where}: threads: must be an integer in 1..{_MAX_THREADS}, got {text!r}")
     return value
 
 
 def _latency(text: str, where: str) -> float:
-    value = float(_number((text or "").strip(), f"{where}: latency_ms"))
-    if not 0 < value < 1e7:
-        raise MeasurementError(f"{where}: latency_ms: must be a positive number of milliseconds, got {text!r}")
+    value = float(parse_number((text or "").strip(), f"{where}: latency_ms"))
+    if not 1e-6 <= value < 1e7:   # 1 ns to about 3 hours
+        raise MeasurementError(f"{where}: latency_ms: must be a number of milliseconds in [1e-6, 1e7), got {text!r}")
     return value
 
 
 # -- benchmark_model logs ----------------------------------------------------------------------------
 
 _PARAM = re.compile(r"^\s*([A-Za-z#][A-Za-z0-9 #/()-]*?): \[(.*)\]\s*$")
-_TIMINGS = re.compile(r"Inference timings in us: .*?Inference \(avg\): ([0-9.eE+-]+)")
+_TIMINGS = re.compile(r"Inference timings in us: .*?Inference \(avg\): ([^\s,]*)")
 _SWITCH = {"Use gpu": "gpu", "Use NNAPI": "nnapi", "Use nnapi": "nnapi", "Use Hexagon": "hexagon",
            "Use CoreML": "coreml", "Use xnnpack": None}
 _SUMMARY = "Summary by node type"
@@ -148,8 +184,12 @@ def read_log(text: str, source: str, device: str | None = None, model: str | Non
             continue
         t = _TIMINGS.search(line)
         if t:
-            rows.append(_log_row(params, float(t.group(1)) / 1e3, f"{source}:{n}", device, model,
-                                 _per_type(lines, n)))
+            where = f"{source}:{n}"
+            us = float(parse_number(t.group(1), f"{where}: Inference (avg)"))
+            rows.append(_log_row(params, us / 1e3, where, device, model, _per_type(lines, n, source)))
+            if len(rows) > MAX_ROWS:
+                raise MeasurementError(f"{where}: more than {MAX_ROWS} benchmark runs (the limit; calibrate "
+                                       f"from a subset)")
             params = {}                      # the next run prints its own header
     if not rows:
         raise MeasurementError(f"{source}: no 'Inference timings in us' line: not a benchmark_model log")
@@ -162,10 +202,10 @@ def _log_row(params: Mapping[str, str], ms: float, where: str, device: str | Non
     if not graph:
         raise MeasurementError(f"{where}: the log names no model (no 'Graph: [...]' line); give --model")
     delegate = next((d for k, d in _SWITCH.items() if d and params.get(k, "0") in ("1", "true")), "cpu")
-    threads = params.get("Num threads") or params.get("#threads used for CPU inference") or "1"
+    threads = (params.get("Num threads") or params.get("#threads used for CPU inference") or "1").strip()
     zoo, args, quant = _graph_spec(graph)
     return Row(zoo, args, quant, device or params.get("Device", ""), delegate,
-               _threads(threads, where), _latency(str(ms), where), where, per_type=per_type)
+               _threads(threads, where), _latency(repr(ms), where), where, per_type=per_type)
 
 
 def _graph_spec(graph: str) -> tuple[str, tuple, str]:
@@ -178,7 +218,7 @@ def _graph_spec(graph: str) -> tuple[str, tuple, str]:
     return name, _args(args_text, graph), quant or "none"
 
 
-def _per_type(lines: list[str], start: int) -> tuple[tuple[str, float], ...]:
+def _per_type(lines: list[str], start: int, source: str) -> tuple[tuple[str, float], ...]:
     """The op-profiling summary printed after the timings line at `start` (1-based), if this run
     has one before the next run begins."""
     for k in range(start, len(lines)):
@@ -186,10 +226,10 @@ def _per_type(lines: list[str], start: int) -> tuple[tuple[str, float], ...]:
             return ()
         if _SUMMARY in lines[k]:
             out = []
-            for line in lines[k + 2:]:
+            for n, line in enumerate(lines[k + 2:], k + 3):
                 cells = line.split()
                 if len(cells) < 3 or not cells[0][0].isalpha():
                     break
-                out.append((cells[0], float(cells[2])))
+                out.append((cells[0], float(parse_number(cells[2], f"{source}:{n}: {cells[0]}: avg_ms"))))
             return tuple(out)
     return ()

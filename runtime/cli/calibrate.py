@@ -14,7 +14,8 @@ from runtime.calibration.band import error_band
 from runtime.calibration.fit import (CalibrationError, Evaluator, Fit, OnStep, Prediction, candidate_params,
                                      cross_validate, fit, load_base)
 from runtime.calibration.files import read_file
-from runtime.calibration.rows import Row, model_key
+from runtime.calibration.rows import MAX_ROWS, MeasurementError, Row, model_key
+from runtime.ir.errors import TestbedError
 from runtime.report.progress import Progress
 from sim.band import ErrorBand, render_error_band
 
@@ -79,6 +80,9 @@ def calibrate_files(paths: Sequence[str], base: str, device: str | None = None, 
     for line in (s for f in files for s in f.skipped):   # AI Hub rows without a model file here: said, not dropped
         print(f"skipped: {line}", file=sys.stderr)
     rows = [r for f in files for r in f.rows]
+    if len(rows) > MAX_ROWS:
+        raise MeasurementError(f"{len(rows)} measurement rows in {len(paths)} files, over the limit of {MAX_ROWS} "
+                               f"(calibrate from a subset)")
     if not rows:
         raise CalibrationError("no measurement row to fit (every one was skipped)")
     phones = sorted({r.device for r in rows if r.device})
@@ -90,12 +94,34 @@ def calibrate_files(paths: Sequence[str], base: str, device: str | None = None, 
     return rows, (data, lines, text, path), evaluator, candidate_params(data, used)
 
 
-def cmd_calibrate(args, extra=None) -> int:
-    from runtime.cli.common import check_writable
+def check_output(output: str | None) -> None:
+    """Fail before minutes of fitting, not after: -o must name a file that can be created in a
+    folder that exists and can be written."""
+    if output is None:
+        return
+    path = Path(output)
+    if not output or output.endswith(("/", os.sep)) or path.is_dir():
+        raise TestbedError(f"cannot write {output}: it is a folder; give the profile's file name (e.g. phone.yaml)")
+    try:
+        folder = path.resolve().parent
+        longest = os.pathconf(folder, "PC_NAME_MAX") if folder.is_dir() else 255
+    except (OSError, ValueError) as exc:
+        raise TestbedError(f"cannot write {output}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not folder.is_dir():
+        raise TestbedError(f"cannot write {output}: no such folder {path.parent}")
+    if len(os.fsencode(path.name)) > longest - 24:   # room for the temporary name the atomic write uses
+        raise TestbedError(f"cannot write {output}: the file name is {len(os.fsencode(path.name))} bytes, over this "
+                           f"file system's limit of {longest - 24} (with room for a temporary name)")
+    if path.exists() and not path.is_file():
+        raise TestbedError(f"cannot write {output}: it is not a regular file")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise TestbedError(f"cannot write {output}: the folder {path.parent} is not writable")
 
+
+def cmd_calibrate(args, extra=None) -> int:
     if args.max_nfev < 1 or args.max_nfev > 10_000:
         raise CalibrationError(f"--max_nfev must be in 1..10000, got {args.max_nfev}")
-    check_writable(args.output)   # before minutes of fitting, not after
+    check_output(args.output)
     prog = args.parser.prog
     # progress on stderr (a bar on a terminal, a line every 10 s elsewhere): building the rows' models,
     # the fit's simulations of the row set, the cross-validation's folds
@@ -120,8 +146,12 @@ def cmd_calibrate(args, extra=None) -> int:
         from runtime.ir.atomic import write_text
 
         source = ", ".join(_relative(Path(p), Path(args.output).parent) for p in args.measurements)
-        write_text(args.output, render_profile(text, lines, result, source, _relative(path, Path(args.output).parent),
-                                               args.device if args.device != data["name"] else None, band))
+        try:
+            write_text(args.output, render_profile(text, lines, result, source,
+                                                   _relative(path, Path(args.output).parent),
+                                                   args.device if args.device != data["name"] else None, band))
+        except OSError as exc:   # e.g. the disk filled during the fit
+            raise TestbedError(f"cannot write {args.output}: {exc.strerror or exc}") from None
         print(f"wrote {args.output}")
     return 0
 

@@ -1,0 +1,263 @@
+"""Damaged `dtb calibrate` inputs: generated CSVs, benchmark_model logs, base profiles and outputs give one line."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from runtime.calibration.files import read_file
+from runtime.calibration.fit import load_base
+from runtime.calibration.rows import MAX_FIELD, MAX_ROWS, MeasurementError, read_csv, read_log
+from runtime.cli import main as cli
+from runtime.ir.errors import ProfileError
+from sim.profile import PROFILE_DIR
+
+HEADER = "model,args,quantization,device,delegate,threads,latency_ms\n"
+GOOD = ["tiny_cnn", "", "none", "pixel3", "cpu", "1", "2.0"]
+LOG_TIMINGS = "Inference timings in us: Init: 10, First inference: 20, Warmup (avg): 30, Inference (avg): {}\n"
+# Numbers a measurement file must refuse; float() takes several of them.
+BAD_NUMBERS = ["1.2.6", "e", "+-", "abc", "inf", "-inf", "nan", "1e999", "1e-310", "4.9e-324", "1_000", "١٢",
+               "0x10", "1e", ".", "--1", "x" * 200_000, "9" * (MAX_FIELD + 1)]
+FIELDS = {"threads": 5, "latency_ms": 6}
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+def _csv(*rows: list[str]) -> str:
+    return HEADER + "".join(",".join(r) + "\n" for r in rows)
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+# -- numbers, strictly, with file and line -----------------------------------------------------------
+
+@pytest.mark.parametrize("value", BAD_NUMBERS, ids=lambda v: v[:12])
+@pytest.mark.parametrize("column", sorted(FIELDS))
+def test_every_damaged_number_names_file_line_and_column(value, column):
+    row = list(GOOD)
+    row[FIELDS[column]] = value
+    with pytest.raises(MeasurementError) as info:
+        read_csv(_csv(GOOD, row), "m.csv")
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 400
+    assert message.startswith("m.csv:3:"), message
+
+
+@pytest.mark.parametrize("value", BAD_NUMBERS, ids=lambda v: v[:12])
+def test_damaged_args_number_and_log_timings_are_refused(value):
+    with pytest.raises(MeasurementError, match=r"m.csv:2: (.*args: alpha|args: a field of|a line of)"):
+        read_csv(_csv(["tiny_cnn", f"alpha={value}", "none", "pixel3", "cpu", "1", "2"]), "m.csv")
+    if len(value) < 100:   # the timings line only matches digits, points, e and signs
+        log = "Graph: [tiny_cnn.tflite]\n" + LOG_TIMINGS.format(value)
+        try:
+            read_log(log, "b.log")
+        except MeasurementError as exc:
+            assert str(exc).startswith("b.log:2: ") or "no 'Inference timings" in str(exc), exc
+        else:
+            pytest.fail(f"{value!r} read as a latency")
+
+
+def test_log_op_profile_numbers_are_strict():
+    log = ("Graph: [tiny_cnn.tflite]\n" + LOG_TIMINGS.format("1500") + "Summary by node type\n"
+           "node type  count  avg_ms  avg %\nCONV_2D  2  1.2.6  50%\n")
+    with pytest.raises(MeasurementError, match=r"^b.log:5: CONV_2D: avg_ms: '1.2.6' is not a number"):
+        read_log(log, "b.log")
+    assert read_log(log.replace("1.2.6", "0.75"), "b.log")[0].per_type == (("CONV_2D", 0.75),)
+
+
+def _damage(rng: random.Random, text: str) -> str:
+    """One of a few damages a hand-edited or truncated CSV shows."""
+    lines = text.splitlines()
+    k = rng.randrange(1, len(lines))
+    cells = lines[k].split(",")
+    kind = rng.randrange(6)
+    if kind == 0:
+        cells[rng.randrange(len(cells))] = rng.choice(BAD_NUMBERS[:16])
+    elif kind == 1:
+        cells = cells[:rng.randrange(len(cells))]
+    elif kind == 2:
+        cells += ["x"] * rng.randint(1, 3)
+    elif kind == 3:
+        cells[0] = '"' + cells[0]
+    elif kind == 4:
+        cells[4] = rng.choice(["gpu2", "", "CPU", "nnapi;gpu"])
+    else:
+        cells[2] = rng.choice(["int4", "fp32", ""]) or "bogus"
+    lines[k] = ",".join(cells)
+    return "\n".join(lines) + "\n"
+
+
+@SETTINGS
+@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(1, 6))
+def test_generated_damaged_csvs_give_one_line_naming_file_and_line(seed, rows):
+    rng = random.Random(seed)
+    text = _damage(rng, _csv(*[GOOD] * rows))
+    try:
+        read_csv(text, "m.csv")
+    except MeasurementError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("m.csv:"), exc
+    # else the damage happened to leave a valid row (an extra column named by no header is kept)
+
+
+@SETTINGS
+@given(text=st.text(st.characters(codec="utf-8"), max_size=300))
+def test_arbitrary_text_as_a_log_or_csv_is_rows_or_one_line(text):
+    for reader, name in ((read_log, "b.log"), (read_csv, "m.csv")):
+        try:
+            rows = reader(HEADER + text if reader is read_csv else text, name)
+        except MeasurementError as exc:
+            assert "\n" not in str(exc) and str(exc).startswith(name), exc
+        else:
+            assert all(1e-6 <= r.latency_ms < 1e7 for r in rows)
+
+
+# -- limits: rows, bytes, FIFOs ----------------------------------------------------------------------
+
+def test_row_and_run_limits_are_stated():
+    with pytest.raises(MeasurementError, match=f"more than {MAX_ROWS} measurement rows"):
+        read_csv(_csv(*[GOOD] * 5000), "m.csv")
+    log = ("Graph: [tiny_cnn.tflite]\n" + LOG_TIMINGS.format("1500")) * 3000
+    with pytest.raises(MeasurementError, match=f"b.log:{2 * MAX_ROWS + 2}: more than {MAX_ROWS} benchmark runs"):
+        read_log(log, "b.log")
+    assert len(read_csv(_csv(*[GOOD] * MAX_ROWS), "m.csv")) == MAX_ROWS
+
+
+def test_a_fifo_a_folder_and_binary_are_refused_without_reading(tmp_path):
+    fifo = tmp_path / "m.csv"
+    os.mkfifo(fifo)   # no writer: reading it would block forever
+    with pytest.raises(MeasurementError, match="not a regular file"):
+        read_file(fifo)
+    with pytest.raises(MeasurementError, match="not a regular file"):
+        read_file(tmp_path)
+    (tmp_path / "b.log").write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(MeasurementError, match="not UTF-8"):
+        read_file(tmp_path / "b.log")
+
+
+# -- the base profile ----------------------------------------------------------------------------------
+
+BASES = {
+    "a string": ("just text\n", "must be a mapping"),
+    "a list": ("- 1\n- 2\n", "must be a mapping"),
+    "no name": ("os: android\nunits: {}\n", "name: must be a non-empty string"),
+    "a numeric name": ("name: 3\n", "name: must be a non-empty string"),
+    "calibration a list": ("name: x\ncalibration: [1]\n", ":2: calibration: must be a mapping"),
+    "prior a number": ("name: x\ncalibration:\n  prior: 5\n", ":3: calibration.prior: must be a profile"),
+    "prior a mapping": ("name: x\ncalibration:\n  prior: {a: 1}\n", "calibration.prior: must be a profile"),
+    "prior a folder": ("name: x\ncalibration:\n  prior: .\n", "cannot read the profile"),
+    "prior missing": ("name: x\ncalibration:\n  prior: nowhere.yaml\n", "cannot read the profile"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BASES))
+def test_damaged_base_profiles_are_profile_errors_naming_the_key(tmp_path, case):
+    text, message = BASES[case]
+    (tmp_path / "base.yaml").write_text(text)
+    with pytest.raises(ProfileError, match=message) as info:
+        load_base(str(tmp_path / "base.yaml"))
+    assert "\n" not in str(info.value)
+
+
+def test_a_prior_that_is_not_a_mapping_is_a_profile_error(tmp_path):
+    (tmp_path / "prior.yaml").write_text("- not\n- a mapping\n")
+    (tmp_path / "base.yaml").write_text("name: x\ncalibration:\n  prior: prior.yaml\n")
+    with pytest.raises(ProfileError, match="prior.yaml: a profile must be a mapping"):
+        load_base(str(tmp_path / "base.yaml"))
+
+
+# -- the command line: one line, exit 1, checked before the fit -------------------------------------
+
+def _calibrate(capsys, *argv) -> tuple[int, str]:
+    code = cli.main(["calibrate", *map(str, argv)])
+    return code, _one_line(capsys) if code else ""
+
+
+@pytest.mark.parametrize("kind", ["folder", "slash", "unwritable", "long", "no folder"])
+def test_bad_output_is_one_line_before_any_model_is_built(tmp_path, capsys, monkeypatch, kind):
+    import runtime.cli.calibrate as calibrate
+
+    (tmp_path / "m.csv").write_text(_csv(GOOD))
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    out = {"folder": tmp_path, "slash": f"{tmp_path}/new/", "unwritable": locked / "p.yaml",
+           "long": tmp_path / ("p" * 250 + ".yaml"), "no folder": tmp_path / "none" / "p.yaml"}[kind]
+    if kind == "unwritable" and os.access(locked, os.W_OK):
+        pytest.skip("running as a user every folder is writable to")
+    built = []
+    monkeypatch.setattr(calibrate, "calibrate_files", lambda *a, **k: built.append(a))
+    code, line = _calibrate(capsys, tmp_path / "m.csv", "--base", "pixel3", "-o", out)
+    assert code == 1 and "cannot write" in line and not built, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["locked", "m.csv"]
+
+
+def test_a_delegate_the_phone_does_not_have_is_refused(tmp_path, capsys):
+    (tmp_path / "m.csv").write_text(_csv(["tiny_cnn", "", "none", "pixel3", "coreml", "1", "2.0"]))
+    code, line = _calibrate(capsys, tmp_path / "m.csv", "--base", "pixel3", "--max_nfev", "1")
+    assert code == 1 and "m.csv:2: delegate coreml" in line and "does not have" in line, line
+
+
+def test_a_fit_that_cannot_start_names_the_rows(monkeypatch):
+    import numpy as np
+    from runtime.calibration import fit as fitting
+    from runtime.calibration.rows import read_csv as rows_of
+
+    rows = rows_of(_csv(GOOD, GOOD), "m.csv")
+    with pytest.raises(fitting.CalibrationError, match=r"the fit cannot start: .* 1 row\(s\) .*m.csv:3 \(tiny_cnn, cpu: nan ms\)"):
+        fitting._residuals(rows, [(2.0, {}), (float("nan"), {})], np.zeros(0))
+
+
+@SETTINGS
+@given(seed=st.integers(0, 2**32 - 1))
+def test_generated_damaged_files_on_the_command_line(tmp_path_factory, capsys, seed):
+    rng = random.Random(seed)
+    folder = tmp_path_factory.mktemp("cal")
+    kind = rng.choice(["csv", "log", "base"])
+    if kind == "csv":
+        path = folder / "m.csv"
+        path.write_text(_damage(rng, _csv(GOOD, GOOD)).replace(",cpu,", ",coreml,") if rng.random() < 0.2
+                        else _damage(rng, _csv(GOOD)))
+        argv = [path, "--base", "pixel3"]
+    elif kind == "log":
+        path = folder / "b.log"
+        path.write_text("Graph: [zoo:tiny_cnn]\nNum threads: [" + rng.choice(["0", "x", "1.5", "99", "1e3"]) + "]\n"
+                        + LOG_TIMINGS.format(rng.choice(["1500", "1.2.6", "1e999", "-"])))
+        argv = [path, "--base", "pixel3"]
+    else:
+        base = folder / "base.yaml"
+        base.write_text(rng.choice([text for text, _ in BASES.values()]))
+        (folder / "m.csv").write_text(_csv(GOOD))
+        argv = [folder / "m.csv", "--base", base]
+    code = cli.main(["calibrate", *map(str, argv), "--max_nfev", "1", "-o", str(folder)])   # -o a folder: refused first
+    assert code == 1
+    _one_line(capsys)
+    code = cli.main(["calibrate", *map(str, argv), "--max_nfev", "1", "-o", str(folder / "out.yaml")])
+    err = capsys.readouterr().err
+    if code == 0:   # the damage left a valid file: tiny_cnn fitted in one step
+        assert (folder / "out.yaml").is_file()
+    else:
+        assert code == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+        assert not (folder / "out.yaml").exists()
+
+
+def test_a_fifo_on_the_real_command_line_exits_1_without_hanging(tmp_path):
+    """A subprocess, so a regression that blocks on the FIFO is stopped by the hang guard."""
+    fifo = tmp_path / "m.csv"
+    os.mkfifo(fifo)
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "runtime.cli.main", "calibrate", str(fifo), "--base", "pixel3"],
+                          capture_output=True, text=True, timeout=120, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "not a regular file" in done.stderr, done.stderr
