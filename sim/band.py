@@ -5,13 +5,13 @@ from __future__ import annotations
 import contextlib
 import enum
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-import numpy as np
-
-from runtime.ir.graph import DType, Graph
 from runtime.ir.optypes import OpType
 from sim.cost import OpClass, Precision
+
+if TYPE_CHECKING:   # the graph module brings numpy: a profile read for `dtb list devices` needs neither
+    from runtime.ir.graph import Graph
 from sim.profile_parse import ProfileCtx, parse_integer, parse_mapping, parse_number, show_value
 
 __all__ = ["BandDelegate", "ModelPrecision", "ModelTraits", "Coverage", "DelegateBand", "ErrorBand",
@@ -95,8 +95,8 @@ class ErrorBand:
 # -- a model's traits -------------------------------------------------------------------------------
 
 _MAC_CLASSES = frozenset({OpClass.CONV, OpClass.DEPTHWISE, OpClass.GEMM})
-_BY_DTYPE = {DType.INT8: ModelPrecision.INT8, DType.UINT8: ModelPrecision.UINT8, DType.INT16: ModelPrecision.INT16,
-             DType.FLOAT16: ModelPrecision.FLOAT16, DType.FLOAT32: ModelPrecision.FLOAT32}
+_BY_DTYPE = {"INT8": ModelPrecision.INT8, "UINT8": ModelPrecision.UINT8, "INT16": ModelPrecision.INT16,
+             "FLOAT16": ModelPrecision.FLOAT16, "FLOAT32": ModelPrecision.FLOAT32}   # by DType name
 
 
 def model_traits(graph: Graph) -> ModelTraits:
@@ -127,6 +127,7 @@ def _widens_a_constant(graph: Graph, op) -> bool:
 
 
 def _precisions(graph: Graph) -> frozenset[ModelPrecision]:
+    from runtime.ir.graph import DType
     from sim.work import op_class
 
     made_by = graph.producers()
@@ -139,14 +140,16 @@ def _precisions(graph: Graph) -> frozenset[ModelPrecision]:
             out.add(ModelPrecision.DYNAMIC_RANGE)
         elif data.dtype is DType.FLOAT32 and _widened_from_float16(graph, made_by, op.inputs[1]):
             out.add(ModelPrecision.FLOAT16)
-        elif data.dtype in _BY_DTYPE:
-            out.add(_BY_DTYPE[data.dtype])
+        elif data.dtype.name in _BY_DTYPE:
+            out.add(_BY_DTYPE[data.dtype.name])
     if not out:   # no multiply-add op: the inputs' type says it
-        out = {_BY_DTYPE[graph.tensors[t].dtype] for t in graph.inputs if graph.tensors[t].dtype in _BY_DTYPE}
+        out = {_BY_DTYPE[graph.tensors[t].dtype.name] for t in graph.inputs if graph.tensors[t].dtype.name in _BY_DTYPE}
     return frozenset(out or {ModelPrecision.FLOAT32})
 
 
 def _widened_from_float16(graph: Graph, made_by: dict[int, int], t: int) -> bool:
+    from runtime.ir.graph import DType
+
     op = graph.ops[made_by[t]] if t in made_by else None
     return op is not None and op.type is OpType.DEQUANTIZE and graph.tensors[op.inputs[0]].dtype is DType.FLOAT16
 
@@ -166,6 +169,8 @@ def coverage(models: Sequence[ModelTraits]) -> Coverage:
 
 def delegate_band(delegate: str, errors: Sequence[float], models: Sequence[ModelTraits]) -> DelegateBand:
     """The band of one delegate's held-out errors (fractions, signed) over rows of `models`."""
+    import numpy as np
+
     absolute = np.abs(np.asarray(errors, np.float64))
     return DelegateBand(BandDelegate(delegate), len(absolute), round(float(np.median(absolute)) * 100, 1),
                         round(float(np.percentile(absolute, 90, method="linear")) * 100, 1), coverage(models))

@@ -194,7 +194,7 @@ def test_bad_output_is_one_line_before_any_model_is_built(tmp_path, capsys, monk
     out = {"folder": tmp_path, "slash": f"{tmp_path}/new/", "unwritable": locked / "p.yaml",
            "long": tmp_path / ("p" * 250 + ".yaml"), "no folder": tmp_path / "none" / "p.yaml"}[kind]
     if kind == "unwritable" and os.access(locked, os.W_OK):
-        pytest.skip("running as a user every folder is writable to")
+        pytest.skip("running as root (or a user every folder is writable to): no folder can be made unwritable")
     built = []
     monkeypatch.setattr(calibrate, "calibrate_files", lambda *a, **k: built.append(a))
     code, line = _calibrate(capsys, tmp_path / "m.csv", "--base", "pixel3", "-o", out)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from delegates.kinds import DelegateKind
 from runtime.calibration.rows import MeasurementError, Row
 from runtime.ir.yamlcheck import Key, dotted, parse
 
@@ -59,7 +60,8 @@ class AihubMeasurement:
     @property
     def delegate(self) -> str:
         """AI Hub's TFLite default compute units: QNN on the NPU first, then the GPU delegate, then the CPU."""
-        return "qnn" if self.npu_layers else "gpu" if self.gpu_layers else "cpu"
+        return (DelegateKind.QNN.value if self.npu_layers else DelegateKind.GPU.value if self.gpu_layers
+                else "cpu")
 
     @property
     def file_stem(self) -> str:
@@ -292,7 +294,7 @@ def to_rows(measurements: Iterable[AihubMeasurement], folders: Sequence[Path],
             skipped.append(Skipped(m.source, m.model_id, m.precision or "(unstated precision)", m.device,
                                    f"model file not found (looked for {', '.join(map(str, candidates))})"))
             continue
-        flags = ("--use_gpu=true",) if m.delegate == "qnn" and m.gpu_layers else ()
+        flags = (f"--{DelegateKind.GPU.flag}=true",) if m.delegate == DelegateKind.QNN.value and m.gpu_layers else ()
         rows.append(Row(str(found), (), "none", DEVICES.get(m.device, m.device), m.delegate, THREADS,
                         m.inference_ms, m.source, flags=flags))
     return AihubRows(tuple(rows), tuple(skipped))
