@@ -238,17 +238,20 @@ def _make(factory: Callable[..., Any], options: Mapping[str, str], where: str) -
 
 def check_delegate(delegate: Delegate, where: str = "") -> None:
     """DelegateError unless the attributes the framework reads are sound: `name` and `unit` non-empty
-    strings, `options` a DelegateOptions of integers."""
+    strings, `options` a DelegateOptions of integers, `platform_refusal` None or a str."""
     where = where or f"delegate {type(delegate).__name__}"
     try:
-        name, unit, options = delegate.name, delegate.unit, delegate.options
+        name, unit, options, refusal = delegate.name, delegate.unit, delegate.options, delegate.platform_refusal
     except Exception as exc:
-        raise DelegateError(f"{where}: reading its name, unit and options failed: {type(exc).__name__}: "
+        raise DelegateError(f"{where}: reading its name, unit, options and platform_refusal failed: {type(exc).__name__}: "
                             f"{exc}") from None
     for attr, value in (("name", name), ("unit", unit)):
         if not isinstance(value, str) or not value:
             raise DelegateError(f"{where}: its {attr} must be a non-empty string, not {type(value).__name__} "
                                 f"{value!r:.40}")
+    if refusal is not None and not isinstance(refusal, str):
+        raise DelegateError(f"{where}: its platform_refusal must be None or a str, not {type(refusal).__name__} "
+                            f"{refusal!r:.40}")
     if not isinstance(options, DelegateOptions):
         raise DelegateError(f"{where}: its options must be a delegates.api.DelegateOptions, not "
                             f"{type(options).__name__}")

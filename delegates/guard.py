@@ -11,6 +11,10 @@ simulated time, so whether they succeed must not hang on how busy the host is.
 The budget defaults to DEFAULT_BUDGET_S, or to the DTB_DELEGATE_TIMEOUT environment variable (seconds);
 `set_budget` / `time_budget` change it (the CLI's --delegate_timeout_secs); 0 turns the watching off
 (calls then run on the caller's thread, as plain calls).
+
+Delegate code that calls sys.exit or os._exit fails its call (a DelegateError) instead of ending the
+process: os._exit is replaced, once, by a function that raises SystemExit on a thread running delegate
+code and exits as before anywhere else.
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ class _Worker:
 
     def _serve(self) -> None:
         _local.serving = self
+        _local.in_delegate = True  # this thread runs nothing but delegate code
         while True:
             try:
                 body, reply = self.jobs.get(timeout=_IDLE_S)
@@ -114,6 +119,33 @@ class _Worker:
 
 
 _local = threading.local()
+_real_exit = os._exit
+
+
+def _exit_from_delegate(code: int = 0) -> None:
+    """os._exit as delegate code sees it: raised as SystemExit (which the runtime turns into the
+    delegate's DelegateError) instead of ending the process, which would skip every cleanup and
+    could leave exit status 0 over an unfinished run. Anyone else's call exits as before."""
+    if getattr(_local, "in_delegate", False):
+        raise SystemExit(f"os._exit({code}) called by delegate code")
+    _real_exit(code)
+
+
+def _trap_exit() -> None:
+    if os._exit is not _exit_from_delegate:
+        os._exit = _exit_from_delegate
+
+
+@contextlib.contextmanager
+def _delegate_code() -> Iterator[None]:
+    """The calling thread runs delegate code: its os._exit is trapped meanwhile."""
+    _trap_exit()
+    before = getattr(_local, "in_delegate", False)
+    _local.in_delegate = True
+    try:
+        yield
+    finally:
+        _local.in_delegate = before
 
 
 def timeout_message(name: str, limit: float) -> str:
@@ -130,7 +162,12 @@ def run(body: Callable[[Callable[[str], None]], Any], what: str = "delegate call
     limit = budget()
     serving = getattr(_local, "serving", None)
     if not limit or serving is not None:  # unwatched, or already on a worker (a delegate calling delegates)
-        return body(serving.mark if serving is not None else (lambda _: None))
+        with _delegate_code():
+            try:
+                return body(serving.mark if serving is not None else (lambda _: None))
+            except SystemExit as exc:  # sys.exit or os._exit in delegate code: its failure, not the end
+                raise DelegateError(f"{what}: SystemExit: {exc}") from exc
+    _trap_exit()
     reply: queue.SimpleQueue = queue.SimpleQueue()
     worker = getattr(_local, "worker", None)
     if worker is None or not worker.submit(body, reply):

@@ -34,3 +34,25 @@ def not_a_delegate():
 
 def failing(threshold: int = 1):
     raise RuntimeError("no accelerator here")
+
+
+def exits_in_invoke(how: str = "sys") -> Delegate:
+    """Every op onto the GPU; its kernel ends the process in invoke: sys.exit(0) ("sys") or os._exit(0) ("os")."""
+    import os
+    import sys
+
+    from tests.faulty_delegates import FaultyDelegate, FaultyKernel
+
+    class ExitingKernel(FaultyKernel):
+        def invoke(self, inputs):
+            if how == "os":
+                os._exit(0)
+            sys.exit(0)
+
+    class ExitingDelegate(FaultyDelegate):
+        name = "ExitingDelegate"
+
+        def create_kernel(self, partition):
+            return ExitingKernel(partition, "none")
+
+    return ExitingDelegate("none")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,53 @@ class OpResolverType:
     BUILTIN_WITHOUT_DEFAULT_DELEGATES = 3
 
 
+def _exclusive(method):
+    """One thread at a time: a second thread calling in while another is inside gets a RuntimeError
+    at once, instead of both writing the same tensors and reading each other's outputs (LiteRT's
+    interpreter is not thread-safe either; it just returns wrong values). The owner may re-enter."""
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError(f"Interpreter.{method.__name__}: this interpreter is in use by another thread; "
+                               f"use one interpreter per thread")
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._busy.release()
+    return guarded
+
+
+def _check_arguments(model_path, model_content, experimental_delegates, num_threads, device, soc, stream) -> None:
+    """Each argument of a wrong type named in a TypeError (ValueError where LiteRT raises one),
+    before anything is read."""
+    from sim.soc import SoC
+    from sim.spec import Profile
+
+    def wrong(name: str, want: str, value: Any) -> TypeError:
+        return TypeError(f"Interpreter: {name} must be {want}, not {type(value).__name__} {value!r:.40}")
+
+    if model_path is not None and not isinstance(model_path, (str, os.PathLike)):
+        raise wrong("model_path", "a str or os.PathLike", model_path)
+    if model_content is not None and not isinstance(model_content, (bytes, bytearray, memoryview)):
+        raise wrong("model_content", "bytes", model_content)
+    if experimental_delegates is not None and not isinstance(experimental_delegates, (list, tuple)):
+        raise wrong("experimental_delegates", "a list of delegates", experimental_delegates)
+    if num_threads is not None:
+        if isinstance(num_threads, bool) or not isinstance(num_threads, int):
+            raise ValueError("type of num_threads should be int")   # LiteRT's words (interpreter.py)
+        if num_threads < 1 and num_threads != -1:
+            raise ValueError("num_threads should >= 1")
+    if device is not None and not isinstance(device, (str, os.PathLike, Profile)):
+        raise wrong("device", "a profile name or path (str) or a sim.spec.Profile", device)
+    if soc is not None and not isinstance(soc, SoC):
+        raise wrong("soc", "a sim.soc.SoC", soc)
+    if isinstance(stream, bool) or not isinstance(stream, int):
+        raise wrong("stream", "an int", stream)
+    if stream < 0:
+        raise ValueError(f"Interpreter: stream must be >= 0, not {stream}")
+    # memory_limit and while_limit: their own checks name them (runtime.limits.memory, model_state)
+
+
 class Interpreter:
     """Drop-in for ai_edge_litert.interpreter.Interpreter: the testbed's kernels on the host, and with
     delegates, a device or timing_only, the same plan on a simulated phone."""
@@ -47,16 +96,15 @@ class Interpreter:
         buffers), checked before anything is allocated; None: runtime.limits.memory.default_limit().
         `while_limit`: iterations a WHILE op may run before it stops with a ModelError; None:
         runtime.interpreter.model_state.WHILE_LIMIT."""
+        self._busy = threading.RLock()
         sources = [s is not None for s in (model_path, model_content, graph)]
         if sum(sources) == 0:
             raise ValueError("`model_path` or `model_content` must be specified.")
         if sum(sources) > 1:
             raise ValueError("Can't both provide `model_path` and `model_content`")
-        if num_threads is not None:
-            if not isinstance(num_threads, int):
-                raise ValueError("type of num_threads should be int")
-            if num_threads < 1 and num_threads != -1:
-                raise ValueError("num_threads should >= 1")
+        _check_arguments(model_path, model_content, experimental_delegates, num_threads, device, soc, stream)
+        if graph is not None and not isinstance(graph, Graph):
+            raise TypeError(f"Interpreter: graph must be a runtime.ir.graph.Graph, not {type(graph).__name__}")
         self._limit = memory.resolve_limit(memory_limit)
         if graph is None:
             graph = (tflite_io.load(model_path, self._limit) if model_path is not None
@@ -115,6 +163,7 @@ class Interpreter:
 
     # -- LiteRT API -----------------------------------------------------------------------------
 
+    @_exclusive
     def allocate_tensors(self) -> None:
         if self._resized:  # new input shapes: check every op and the bytes again before allocating
             with named(self._graph):
@@ -147,6 +196,7 @@ class Interpreter:
             folded = frozenset(step.index for step in self._folded)
             self._sim.allocate(self._shapes, folded, lambda i: self._run((entries[i],)), values)
 
+    @_exclusive
     def reset_all_variables(self) -> None:
         self._state.reset_variable_tensors()  # resource variables keep their values, as in LiteRT
         if self._values is None:
@@ -213,6 +263,7 @@ class Interpreter:
                              f"{len(self._graph.tensors)}")
         return t
 
+    @_exclusive
     def set_tensor(self, tensor_index: int, value: Any) -> None:
         t = self._check_index(tensor_index)
         if self._values is None:  # LiteRT's type and words: the tensor has no buffer yet
@@ -233,6 +284,7 @@ class Interpreter:
         self._values[t] = None  # the old buffer goes before the copy is made: one input's bytes, not two
         self._values[t] = np.array(value, copy=True)
 
+    @_exclusive
     def resize_tensor_input(self, input_index: int, tensor_size: Any, strict: bool = False) -> None:
         t = self._check_index(input_index)
         if t not in self._graph.inputs:
@@ -252,6 +304,7 @@ class Interpreter:
             self._resized = True
         self._values = None
 
+    @_exclusive
     def invoke(self) -> None:
         if self._values is None:
             raise RuntimeError("Invoke called on model that is not ready.")
@@ -261,6 +314,7 @@ class Interpreter:
             self._run(self._plan)
         self._evaluated = True
 
+    @_exclusive
     def invoke_with_cpu_fallback(self) -> None:
         """Invoke; if a delegate fails while running, drop all delegates and rerun on the CPU
         (TFLite's InterpreterUtils::InvokeWithCPUFallback). Without delegates, a plain invoke."""
@@ -272,6 +326,7 @@ class Interpreter:
             self._run(self._plan)
         self._evaluated = True
 
+    @_exclusive
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         t = self._check_index(tensor_index)
         values = self._allocated()

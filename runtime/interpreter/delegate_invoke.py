@@ -28,8 +28,8 @@ def invoke_partition(step, inputs: Mapping[int, np.ndarray], graph: Graph,
                    else guard.call(what, step.kernel.invoke, inputs))
     except DelegateError:
         raise
-    except Exception as exc:  # the delegate's own bug: InvokeWithCPUFallback treats it as a delegate error
-        raise DelegateError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # the delegate's own bug (or sys.exit): InvokeWithCPUFallback
+        raise DelegateError(f"{what} failed: {type(exc).__name__}: {exc}") from exc  # treats it as a delegate error
     if not isinstance(outputs, Mapping):
         raise DelegateError(f"{name} invoke returned {_got(outputs)}; expected a mapping of tensor index -> "
                             f"array for its outputs {', '.join(graph.describe_tensor(t) for t in step.partition.outputs)}")

@@ -197,7 +197,7 @@ def _watched(delegate: Delegate, what: str, body):
                 return fn(*args)
             except _Failure:
                 raise
-            except Exception as exc:  # a delegate's bug must restore the CPU plan too, as in TFLite
+            except (Exception, SystemExit) as exc:  # a delegate's bug must restore the CPU plan too, as in TFLite
                 raise _failure(name, exc) from None
         return body(call)
 
@@ -352,7 +352,21 @@ def _log_lines(delegate: Delegate, summary: DelegationSummary) -> list[str]:
     lines = _watched(delegate, what, lambda call: call(what, delegate.log_lines, summary))
     if not isinstance(lines, (list, tuple)) or not all(isinstance(line, str) for line in lines):
         raise _Failure(f"{what} returned {_kind(lines)}, not a list of str")
-    return list(lines)
+    return _capped(what, lines)
+
+
+MAX_LOG_LINES = 100      # a delegate's own lines kept from one application; the rest are counted
+MAX_LOG_LINE_CHARS = 1000
+
+
+def _capped(what: str, lines: Sequence[str]) -> list[str]:
+    """At most MAX_LOG_LINES lines of at most MAX_LOG_LINE_CHARS each, so a delegate logging a
+    million lines cannot flood the terminal, the record or memory."""
+    kept = [line if len(line) <= MAX_LOG_LINE_CHARS else line[:MAX_LOG_LINE_CHARS] + " [cut]"
+            for line in lines[:MAX_LOG_LINES]]
+    if len(lines) > MAX_LOG_LINES:
+        kept.append(f"({what} gave {len(lines) - MAX_LOG_LINES} more lines, not shown)")
+    return kept
 
 
 def _declined(graph: Graph, plan: Plan, preview: Sequence[Subset], chosen: Sequence[Subset],

@@ -11,6 +11,7 @@ from typing import Callable, Generator, Sequence
 
 import numpy as np
 
+from runtime.interpreter import hook_values
 from runtime.interpreter.delegate_invoke import invoke_partition
 from runtime.interpreter.delegation import CpuStep, DelegateStep, Plan
 from runtime.ir.errors import DelegateError
@@ -59,7 +60,7 @@ class PartitionJob:
 
 def _scales(step: DelegateStep, unit: Unit) -> Scales:
     """A delegate may move its unit off the nominal point (backend, execution preference)."""
-    return step.delegate.unit_scales(unit)
+    return hook_values.scales(step.delegate, unit)
 
 
 class Executor:
@@ -104,15 +105,15 @@ class Executor:
 
     def _partition_job(self, step: DelegateStep) -> PartitionJob:
         try:
-            unit = self.soc.unit(step.kernel.unit or _unit_for(step, self.soc))
+            unit = self.soc.unit(hook_values.kernel_unit(step.delegate, step.kernel) or _unit_for(step, self.soc))
         except KeyError as exc:  # a delegate made for another phone than the one it runs on
             raise DelegateError(f"{step.delegate.name}: {exc.args[0]}") from None
         # a kernel of the delegate's own (no mode) is charged as the CPU reference computes
-        mode = NumericMode.of(step.kernel.mode or NumericMode.REFERENCE)
+        mode = hook_values.mode(step.delegate, step.kernel)
         graph, part = self.graph, step.partition
         ops = []
-        fused = step.delegate.fused_nodes(part)
-        elsewhere = step.delegate.node_units(part)
+        fused = hook_values.fused_nodes(step.delegate, part)
+        elsewhere = hook_values.node_units(step.delegate, part)
         for i in part.nodes:
             if i in self.folded:
                 continue
@@ -162,7 +163,8 @@ class Executor:
         for job in self.jobs:
             if not isinstance(job, PartitionJob):
                 continue
-            seconds = job.step.delegate.init_seconds(job.unit.spec, self.graph)
+            delegate = job.step.delegate
+            seconds = hook_values.seconds(delegate, "init_seconds", delegate.init_seconds, job.unit.spec, self.graph)
             precision = job.ops[0].work.precision if job.ops else Precision.FLOAT32
             yield from job.unit.hold(seconds, f"{job.step.delegate.name} init", Kind.INIT, tag, precision,
                                      job.scales)
@@ -212,7 +214,7 @@ class Executor:
                      if t >= 0 and not self.graph.tensors[t].is_constant)
         if nbytes:
             yield from self.soc.copy(nbytes, f"{name} step inputs", tag)
-        seconds = job.step.delegate.step_seconds(unit.spec)
+        seconds = hook_values.seconds(job.step.delegate, "step_seconds", job.step.delegate.step_seconds, unit.spec)
         if seconds:
             yield from unit.hold(seconds, f"{name} step", Kind.INVOKE, tag, op.work.precision,
                                  op.scales or job.scales)
@@ -237,7 +239,8 @@ class Executor:
             for t in nonfinite:
                 _flag_nonfinite(self.nonfinite, name, self.graph, t)
         precision = job.ops[0].work.precision if job.ops else Precision.FLOAT32
-        seconds = job.step.delegate.invoke_seconds(job.unit.spec)  # e.g. an NNAPI driver's execution
+        delegate = job.step.delegate  # e.g. an NNAPI driver's execution call
+        seconds = hook_values.seconds(delegate, "invoke_seconds", delegate.invoke_seconds, job.unit.spec)
         if seconds:
             yield from job.unit.hold(seconds, f"{name} invoke", Kind.INVOKE, tag, precision, job.scales)
         current = job.unit
