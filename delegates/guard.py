@@ -183,9 +183,13 @@ def run(body: Callable[[Callable[[str], None]], Any], what: str = "delegate call
             except queue.Empty:
                 if stamp is not None and stamp[1] + limit + compile_seconds() - stamp[2] > time.monotonic():
                     continue  # the call compiled kernels meanwhile: its budget moved on by that time
+                # no delegate call has started yet: the worker thread is still being scheduled or running
+                # the runtime's own code before its first mark, which the budget does not time (a busy
+                # host must not turn that into a delegate's timeout)
+                if stamp is None:
+                    continue
                 if worker.stamp is stamp:  # no new call started while we waited: this one is stuck
-                    name = stamp[0] if stamp else what
-                    raise DelegateTimeout(timeout_message(name, limit)) from None
+                    raise DelegateTimeout(timeout_message(stamp[0], limit)) from None
                 continue
             answered = True
             if ok:

@@ -291,3 +291,22 @@ def test_faults_in_a_scenario_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{path} (delegates=external(" in err and "[1, 10, 2]" in err
     assert not (tmp_path / "b").exists()
+
+
+def test_the_budget_starts_with_a_delegate_call_not_with_the_worker():
+    """The runtime's own work before the first delegate call (or a worker thread a busy host schedules
+    late) is not timed: only a delegate call that outlives the budget is a timeout."""
+    import threading
+
+    from delegates import guard
+
+    ready = threading.Event()
+    threading.Timer(0.3, ready.set).start()   # longer than the budget, whatever the host's speed
+
+    def body(mark):
+        ready.wait(60)        # the runtime's own code, before any delegate call
+        mark("Quick prepare")
+        return "done"
+
+    with guard.time_budget(0.05):
+        assert guard.run(body) == "done"
