@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from delegates.kinds import DelegateKind
-from runtime.calibration.rows import MeasurementError, Row
+from runtime.calibration.rows import MeasurementError, OpSplit, Row
 from runtime.ir.yamlcheck import Key, dotted, parse
 
 __all__ = ["AihubMeasurement", "Skipped", "AihubRows", "read_perf_yaml", "read_profile_json", "to_rows",
@@ -296,7 +296,8 @@ def to_rows(measurements: Iterable[AihubMeasurement], folders: Sequence[Path],
             continue
         flags = (f"--{DelegateKind.GPU.flag}=true",) if m.delegate == DelegateKind.QNN.value and m.gpu_layers else ()
         rows.append(Row(str(found), (), "none", DEVICES.get(m.device, m.device), m.delegate, THREADS,
-                        m.inference_ms, m.source, flags=flags))
+                        m.inference_ms, m.source, flags=flags, family=m.model_id,
+                        split=OpSplit(m.npu_layers, m.gpu_layers, m.cpu_layers)))
     return AihubRows(tuple(rows), tuple(skipped))
 
 

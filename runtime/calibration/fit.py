@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from runtime.ir.errors import TestbedError
-from runtime.calibration.rows import DELEGATES, Row, model_key
+from runtime.calibration.rows import DELEGATES, Row, family_key
 from runtime.ir.yamlcheck import Key, dotted, parse
 
 __all__ = ["Param", "Fit", "RowSim", "Evaluator", "candidate_params", "fit", "cross_validate",
@@ -308,16 +308,17 @@ class Prediction:
 
 def cross_validate(evaluator: Evaluator, params: Sequence[Param], on_fold: OnStep | None = None,
                    on_run: OnStep | None = None) -> list[Prediction]:
-    """Leave one model out: fit on every other model's rows, predict the held-out model's rows.
-    `on_fold(done, folds, label)` as each fold starts and once all are done; `on_run` is each
-    fold's fit's."""
-    keys = sorted({model_key(r) for r in evaluator.rows}, key=str)
+    """Leave one model family out (a model alone where the rows name no family): fit on every other
+    family's rows, predict the held-out family's rows. `on_fold(done, folds, label)` as each fold
+    starts and once all are done; `on_run` is each fold's fit's."""
+    keys = sorted({family_key(r) for r in evaluator.rows}, key=str)
     out: dict[int, Prediction] = {}
     for k, key in enumerate(keys):
-        held = [i for i, r in enumerate(evaluator.rows) if model_key(r) == key]
+        held = [i for i, r in enumerate(evaluator.rows) if family_key(r) == key]
         train = [i for i in range(len(evaluator.rows)) if i not in held]
         if on_fold:
-            on_fold(k, len(keys), f"without {evaluator.rows[held[0]].label}")
+            first = evaluator.rows[held[0]]
+            on_fold(k, len(keys), f"without {'family ' + first.family if first.family else first.label}")
         fitted = fit(evaluator, params, train, on_run=on_run)
         results = evaluator.run(fitted.params, fitted.values, held)
         for i, (ms, _) in zip(held, results):

@@ -12,14 +12,18 @@ from typing import Mapping
 from delegates.kinds import DelegateKind
 from runtime.ir.errors import TestbedError
 
-__all__ = ["Row", "MeasurementError", "MeasurementWarning", "read_csv", "read_log", "DELEGATES", "model_key",
-           "MAX_ROWS", "MAX_FIELD", "parse_number"]
+__all__ = ["Row", "OpSplit", "MeasurementError", "MeasurementWarning", "read_csv", "read_log", "DELEGATES",
+           "model_key", "family_key", "MAX_ROWS", "MAX_FIELD", "parse_number"]
 
 # The delegate column's values and the benchmark_model flags each stands for.
 DELEGATES: Mapping[str, tuple[str, ...]] = {
     "cpu": (), **{kind.value: (f"--{kind.flag}=true",) for kind in DelegateKind},
 }
 _COLUMNS = ("model", "args", "quantization", "device", "delegate", "threads", "latency_ms")
+# Columns a file may add: extra delegate flags, the model family cross-validation holds out together,
+# and the op split per unit the measurement reported (Qualcomm AI Hub's layer counts).
+_SPLIT_COLUMNS = ("npu_ops", "gpu_ops", "cpu_ops")
+_MAX_FLAGS = 16
 _QUANTIZATIONS = ("none", "float16", "dynamic_range", "int8", "uint8")
 _MAX_THREADS = 64
 # Limits that keep a measurement file's reading and the fit bounded: a published set has tens to
@@ -41,6 +45,20 @@ class MeasurementWarning(UserWarning):
 
 
 @dataclass(frozen=True)
+class OpSplit:
+    """How many of a model's ops ran on each unit in a measurement: the NPU (the QNN delegate's), the
+    GPU (the GPU delegate's) and the CPU, as Qualcomm AI Hub's profiles count them."""
+
+    npu: int
+    gpu: int
+    cpu: int
+
+    @property
+    def total(self) -> int:
+        return self.npu + self.gpu + self.cpu
+
+
+@dataclass(frozen=True)
 class Row:
     """One measured latency: which model, on which phone, through which delegate, how many threads.
 
@@ -57,6 +75,8 @@ class Row:
     source: str                                    # file:line, for messages and comments
     flags: tuple[str, ...] = ()                    # extra benchmark_model delegate flags
     per_type: tuple[tuple[str, float], ...] = field(default=())
+    family: str = ""                               # the model family held out together ("": the model alone)
+    split: OpSplit | None = None                   # the op split per unit the measurement reported
 
     @property
     def label(self) -> str:
@@ -66,8 +86,14 @@ class Row:
 
 
 def model_key(row: Row) -> tuple:
-    """What identifies a model across rows (leave-one-model-out holds out every row of one key)."""
+    """What identifies a model across rows."""
     return row.model, row.args, row.quantization
+
+
+def family_key(row: Row) -> tuple:
+    """What cross-validation holds out together: the row's model family where the file names one
+    (ResNet-18, -50 and -101, float and int8), else its model alone."""
+    return ("family", row.family) if row.family else model_key(row)
 
 
 # -- CSV -------------------------------------------------------------------------------------------
@@ -116,7 +142,36 @@ def _csv_row(raw: Mapping[str, str], where: str) -> Row:
     if delegate not in DELEGATES:
         raise MeasurementError(f"{where}: delegate: {delegate!r} is not one of {', '.join(DELEGATES)}")
     return Row(model, _args((raw["args"] or "").strip(), where), quant, (raw["device"] or "").strip(), delegate,
-               _threads(raw["threads"], where), _latency(raw["latency_ms"], where), where)
+               _threads(raw["threads"], where), _latency(raw["latency_ms"], where), where,
+               flags=_flags(raw.get("flags") or "", where), family=(raw.get("family") or "").strip(),
+               split=_split(raw, where))
+
+
+def _flags(text: str, where: str) -> tuple[str, ...]:
+    """Extra benchmark_model delegate flags, separated by spaces (`--use_gpu=true`)."""
+    flags = tuple(text.split())
+    if len(flags) > _MAX_FLAGS:
+        raise MeasurementError(f"{where}: flags: {len(flags)} flags (the limit is {_MAX_FLAGS})")
+    for flag in flags:
+        if not flag.startswith("--") or len(flag) < 3:
+            raise MeasurementError(f"{where}: flags: {flag!r} is not a --flag")
+    return flags
+
+
+def _split(raw: Mapping[str, str], where: str) -> OpSplit | None:
+    """The npu_ops / gpu_ops / cpu_ops columns: all three counts, or none."""
+    cells = {c: (raw.get(c) or "").strip() for c in _SPLIT_COLUMNS}
+    if not any(cells.values()):
+        return None
+    counts = []
+    for column, text in cells.items():
+        if not text:
+            raise MeasurementError(f"{where}: {column}: empty; give {', '.join(_SPLIT_COLUMNS)} together or none")
+        value = parse_number(text, f"{where}: {column}")
+        if not isinstance(value, int) or value < 0:
+            raise MeasurementError(f"{where}: {column}: must be a whole number of ops, got {text!r}")
+        counts.append(value)
+    return OpSplit(*counts)
 
 
 def _args(text: str, where: str) -> tuple[tuple[str, float | int], ...]:

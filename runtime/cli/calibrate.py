@@ -24,6 +24,9 @@ __all__ = ["add_parsers", "cmd_calibrate", "render_profile", "calibrate_files", 
 # Within this much of each other two measured latencies are a tie: the published tables round to
 # 0.1 ms, so 1.7 vs 1.7 ms says nothing about which delegate is faster.
 TIE_MS = 0.05
+# The share of held-out rows within this |error| is reported beside the median (a phone is trusted
+# when most rows are near, not only the middle one).
+WITHIN = 0.25
 PROGRESS_DELAY_S = 2.0   # host seconds before a terminal shows the bar (a quick step shows nothing)
 
 
@@ -37,7 +40,11 @@ def add_parsers(sub) -> None:
     sp.add_argument("--base", required=True, help="profile to start from (a shipped name or a .yaml); a calibrated "
                                                   "profile starts from the prior it names")
     sp.add_argument("-o", "--output", help="write the fitted profile here (YAML, the base's format)")
-    sp.add_argument("--cv", action="store_true", help="leave-one-model-out cross-validation")
+    sp.add_argument("--cv", action="store_true", help="cross-validation: leave one model family out (the rows' "
+                                                      "family column; each model alone where there is none)")
+    sp.add_argument("--op_split", action="store_true",
+                    help="instead of fitting, compare each row's op split per unit (npu_ops, gpu_ops, cpu_ops, "
+                         "as Qualcomm AI Hub reports it) with the simulated delegates' (--use_qnn then --use_gpu)")
     sp.add_argument("--device", help="phone name for log files that do not say (default: the base's name)")
     sp.add_argument("--model", help="model for log files whose Graph line is missing (.tflite or zoo:NAME), or "
                                     "the .tflite an AI Hub profile job's .json measured")
@@ -123,6 +130,8 @@ def cmd_calibrate(args, extra=None) -> int:
         raise CalibrationError(f"--max_nfev must be in 1..10000, got {args.max_nfev}")
     check_output(args.output)
     prog = args.parser.prog
+    if args.op_split:
+        return _op_split(args, prog)
     # progress on stderr (a bar on a terminal, a line every 10 s elsewhere): building the rows' models,
     # the fit's simulations of the row set, the cross-validation's folds
     with Progress(prog, "row", delay=PROGRESS_DELAY_S, leave=False) as progress:
@@ -153,6 +162,32 @@ def cmd_calibrate(args, extra=None) -> int:
         except OSError as exc:   # e.g. the disk filled during the fit
             raise TestbedError(f"cannot write {args.output}: {exc.strerror or exc}") from None
         print(f"wrote {args.output}")
+    return 0
+
+
+def _op_split(args, prog: str) -> int:
+    """The op split check: one partitioning per distinct model on the base profile, no simulation."""
+    from runtime.calibration.op_split import check_splits, summarize
+    from sim.profile import profile_from_dict
+
+    data, _, _, path = load_base(args.base)
+    rows = [r for p in args.measurements for r in read_file(p, args.device or data["name"], args.model).rows]
+    if not any(r.split for r in rows):
+        raise CalibrationError(f"no row of {', '.join(args.measurements)} reports an op split (npu_ops, gpu_ops, "
+                               f"cpu_ops columns, or an AI Hub file)")
+    with Progress(prog, "row", delay=PROGRESS_DELAY_S, leave=False) as progress:
+        checks = check_splits(rows, row_models, profile_from_dict(data, str(path)), progress)
+    print(f"Op split per unit on {data['name']} (measured / simulated with --use_qnn=true --use_gpu=true)")
+    print(f"{'model':52s} {'ops':>9s} {'npu':>9s} {'gpu':>9s} {'cpu':>9s}  verdict")
+    for c in checks:
+        m, s = c.measured, c.simulated
+        verdict = "agrees" if c.agrees else "DIFFERS" if c.total_matches else "other op count"
+        print(f"{c.row.label[-52:]:52s} {m.total:>4d}/{s.total:<4d} {m.npu:>4d}/{s.npu:<4d} {m.gpu:>4d}/{s.gpu:<4d} "
+              f"{m.cpu:>4d}/{s.cpu:<4d}  {verdict}")
+    summary = summarize(checks)
+    share = f" ({summary.agree / summary.same_total:.0%})" if summary.same_total else ""
+    print(f"op split agrees on {summary.agree} of {summary.same_total} rows whose op count matches{share}; "
+          f"{summary.rows - summary.same_total} of {summary.rows} rows have another op count")
     return 0
 
 
@@ -194,12 +229,15 @@ def fastest(predictions: Sequence[Prediction]) -> list[tuple[str, set[str], str]
 
 
 def _print_cv(predictions: Sequence[Prediction]) -> None:
-    print(f"\nLeave-one-model-out cross-validation ({len(predictions)} rows)")
+    held = "family" if any(p.row.family for p in predictions) else "model"
+    print(f"\nLeave-one-{held}-out cross-validation ({len(predictions)} rows)")
     print(f"{'model':44s} {'delegate':8s} {'measured':>9s} {'simulated':>9s} {'error':>7s}")
     for p in predictions:
         print(f"{p.row.label:44s} {p.row.delegate:8s} {p.row.latency_ms:9.2f} {p.simulated:9.2f} {p.error:+7.1%}")
     errors = np.abs([p.error for p in predictions])
-    print(f"cv: median |error| {np.median(errors):.1%}, max {errors.max():.1%}")
+    within = int(np.sum(errors <= WITHIN))
+    print(f"cv: median |error| {np.median(errors):.1%}, max {errors.max():.1%}, {within} of {len(errors)} rows "
+          f"({within / len(errors):.0%}) within {WITHIN:.0%}")
     agree = 0
     for label, measured, simulated in (rows := fastest(predictions)):
         ok = simulated in measured
