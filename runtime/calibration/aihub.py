@@ -270,10 +270,11 @@ _FLOAT = ("float", "fp16", "fp32", "")
 
 
 def _candidates(m: AihubMeasurement, folders: Sequence[Path]) -> list[Path]:
-    """<id>_<precision>.tflite, and <id>.tflite for a float model (<id>_<component> for a model of several)."""
-    names = ([f"{m.file_stem}_{m.precision}.tflite"] if m.precision else []) + \
-        ([f"{m.file_stem}.tflite"] if m.precision in _FLOAT else [])
-    return [folder / name for folder in folders for name in names]
+    """<id>_<precision>.tflite, and <id>.tflite for a float model (<id>_<component> for a model of several),
+    each also xz-compressed (.tflite.xz, as the rebuilt models in sim/profiles/measurements/aihub/ are kept)."""
+    stems = ([f"{m.file_stem}_{m.precision}"] if m.precision else []) + \
+        ([m.file_stem] if m.precision in _FLOAT else [])
+    return [folder / f"{stem}{suffix}" for folder in folders for stem in stems for suffix in (".tflite", ".tflite.xz")]
 
 
 def _device_matches(published: str, wanted: str | None) -> bool:

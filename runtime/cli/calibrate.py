@@ -58,7 +58,7 @@ def row_models(row: Row):
     from runtime.ir.yamlcheck import freeze
 
     try:
-        if row.model.endswith(".tflite") or os.sep in row.model:
+        if row.model.endswith((".tflite", ".tflite.xz")) or os.sep in row.model:
             return build_model(ModelSpec(path=local_model_path(row)))
         return build_model(ModelSpec(zoo=row.model, args=freeze(dict(row.args)),
                                      quantization=Quantization(row.quantization)))

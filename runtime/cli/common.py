@@ -188,7 +188,7 @@ def model_from_flags(args: argparse.Namespace) -> LoadedModel:
                          quantization=args.quantization)
     graph = load_model(source, FLAGS)
     if args.graph:
-        label, name, size = args.graph, Path(args.graph).name, os.path.getsize(args.graph)
+        label, name, size = args.graph, Path(args.graph).name, _file_size(args.graph)
     else:
         label, name, size = f"zoo:{args.zoo}", args.zoo, 0
     if not size or args.quantization != "none":
@@ -196,6 +196,13 @@ def model_from_flags(args: argparse.Namespace) -> LoadedModel:
 
         size = len(dumps(graph))
     return LoadedModel(graph, label, name, size, args.quantization)
+
+
+def _file_size(path: str) -> int:
+    """The model file's size as benchmark_model prints it: the .tflite itself, so a .tflite.xz counts decompressed."""
+    from runtime.model.tflite_read import XZ_SUFFIX, model_bytes
+
+    return len(model_bytes(path)) if path.endswith(XZ_SUFFIX) else os.path.getsize(path)
 
 
 def profile_from_flags(name: str, api_level: int | None = None):

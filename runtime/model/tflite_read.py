@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import importlib
+import lzma
 import math
 import os
 import struct
@@ -35,17 +36,53 @@ _PARSE_ERRORS = (IndexError, KeyError, struct.error, ValueError, TypeError, Unic
 MAX_RANK = 16
 # Converted models hold a handful of subgraphs (one per branch or loop body); more is damage.
 MAX_SUBGRAPHS = 10_000
+# A model stored xz-compressed (the rebuilt AI Hub models in sim/profiles/measurements/aihub/).
+XZ_SUFFIX = ".xz"
+# FlatBuffers' FLATBUFFERS_MAX_BUFFER_SIZE (flatbuffers/base.h): offsets are signed 32-bit, so no
+# .tflite flatbuffer exceeds 2 GiB - 1; a compressed file that expands further is damage.
+MAX_FLATBUFFER_BYTES = 2**31 - 1
+_XZ_STEP = 16 << 20   # decompressed bytes per step
 
 
 def load(path: str | os.PathLike, memory_limit: int | None = None) -> Graph:
-    """Read a .tflite file from disk. `memory_limit` (bytes) bounds what densifying sparse
-    constants may allocate; None: runtime.limits.memory's default."""
+    """Read a .tflite file (or an xz-compressed .tflite.xz) from disk. `memory_limit` (bytes) bounds
+    what densifying sparse constants and decompressing may allocate; None: runtime.limits.memory's default."""
+    path = os.fspath(path)
+    return loads(model_bytes(path, memory_limit), source=path, memory_limit=memory_limit)
+
+
+def model_bytes(path: str | os.PathLike, memory_limit: int | None = None) -> bytes:
+    """The .tflite flatbuffer at `path`, decompressed in memory when the name ends in .xz."""
+    from runtime.limits.memory import resolve_limit
+
     path = os.fspath(path)
     try:
         content = read_bytes(path)   # a FIFO or a device is refused, not read forever
     except OSError as exc:
         raise ModelError(f"cannot read model file {path}: {exc.strerror}") from None
-    return loads(content, source=path, memory_limit=memory_limit)
+    if not path.endswith(XZ_SUFFIX):
+        return content
+    return unxz(content, path, min(resolve_limit(memory_limit), MAX_FLATBUFFER_BYTES))
+
+
+def unxz(content: bytes, source: str, limit: int) -> bytes:
+    """An xz stream decompressed in steps, never past `limit` bytes (a small file may expand to
+    gigabytes); a damaged stream or one that expands beyond the limit is a ModelError naming `source`."""
+    decompressor = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
+    out, data = bytearray(), content
+    try:
+        while not decompressor.eof:
+            chunk = decompressor.decompress(data, max_length=min(_XZ_STEP, limit + 1 - len(out)))
+            data = b""
+            out += chunk
+            if len(out) > limit:
+                raise ModelError(f"{source}: the xz stream expands to more than {limit} bytes, "
+                                 f"above the limit for a model")
+            if not chunk and decompressor.needs_input:
+                raise ModelError(f"{source} is a truncated xz stream (it ends before its end marker)")
+    except lzma.LZMAError as exc:
+        raise ModelError(f"{source} is not a valid xz stream: {exc}") from None
+    return bytes(out)
 
 
 def loads(content: bytes, source: str = "<model content>", memory_limit: int | None = None) -> Graph:
