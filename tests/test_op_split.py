@@ -147,6 +147,16 @@ def test_calibrate_op_split_prints_the_table_and_the_share(tmp_path, capsys):
     assert f"op split agrees on 1 of 2 rows whose op count matches (50%); 1 of 3 rows have another op count" in out
 
 
+def test_a_csvs_relative_model_path_is_relative_to_the_csv(tmp_path, monkeypatch):
+    from runtime.cli.calibrate import local_model_path
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "m.tflite").write_bytes(b"")
+    monkeypatch.chdir("/")
+    row = _row(model="models/m.tflite", source=f"{tmp_path / 'rows.csv'}:2")
+    assert local_model_path(row) == tmp_path / "models" / "m.tflite"
+
+
 def test_op_split_without_split_columns_is_one_clear_error(tmp_path, capsys):
     (tmp_path / "rows.csv").write_text("model,args,quantization,device,delegate,threads,latency_ms\n"
                                        "mobilenet_v1,alpha=0.25;resolution=96,none,pixel4,cpu,4,1\n")

@@ -67,11 +67,13 @@ def row_models(row: Row):
 
 
 def local_model_path(row: Row) -> Path:
-    """A log's Graph line names the file on the phone: use it if it is here, else a file of the
-    same name beside the measurement file, else in the current folder."""
+    """A CSV's relative path is relative to the CSV's folder; a log's Graph line names the file on
+    the phone: use it if it is here, else a file of the same name beside the measurement file, else
+    in the current folder."""
     named = Path(row.model)
     log_dir = Path(row.source.rsplit(":", 1)[0]).parent
-    for candidate in (named, log_dir / named.name, Path.cwd() / named.name):
+    beside = () if named.is_absolute() else (log_dir / named,)
+    for candidate in (*beside, named, log_dir / named.name, Path.cwd() / named.name):
         if candidate.is_file():
             return candidate
     raise CalibrationError(f"{row.source}: model {row.model} not found (nor {named.name} beside the measurements "
