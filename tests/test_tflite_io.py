@@ -125,3 +125,21 @@ def test_a_constant_of_zero_elements_reads_as_empty_as_litert_runs_it(tmp_path):
     np.testing.assert_array_equal(it.get_tensor(2), x)
     if available():
         np.testing.assert_array_equal(run_litert([(str(path), {0: x})])[0]["0:2"], x)
+
+
+def test_an_operator_code_with_only_the_extended_field_reads_as_its_op():
+    """ai-edge-quantizer writes builtin_code alone (no deprecated_builtin_code): QUANTIZE (114) must not
+    read as ADD (0), which the tflite package's BuiltinCode() would give for any code under 127."""
+    import importlib
+
+    import flatbuffers
+
+    from runtime.model.tflite_read import builtin_code
+
+    C = importlib.import_module("tflite.OperatorCode")
+    b = flatbuffers.Builder(64)
+    C.OperatorCodeStart(b)
+    C.OperatorCodeAddBuiltinCode(b, 114)
+    b.Finish(C.OperatorCodeEnd(b))
+    oc = C.OperatorCode.GetRootAs(bytes(b.Output()), 0)
+    assert oc.BuiltinCode() == 0 and builtin_code(oc) == 114

@@ -10,6 +10,7 @@ import math
 import os
 import struct
 
+import flatbuffers
 import numpy as np
 
 from runtime.ir.errors import ModelError
@@ -18,6 +19,20 @@ from runtime.ir.graph import DType, Graph, Op, QuantParams, Signature, Tensor, p
 from runtime.ir.optypes import OpType
 from runtime.ir.options import FOR_OP, TABLES, GenericOptions
 from runtime.ops.validate import validate_graph
+
+# OperatorCode's builtin_code: field 3 of the table, at vtable slot 4 + 2 x 3.
+_BUILTIN_CODE_SLOT = 10
+
+
+def builtin_code(oc) -> int:
+    """An operator code's op, as TFLite's GetBuiltinCode reads it: the larger of builtin_code and
+    deprecated_builtin_code (codes >= 127 live only in the first). The field is read directly: the
+    tflite package's BuiltinCode() returns the deprecated field for any code under 127, so a file
+    that writes only builtin_code (ai-edge-quantizer's files do) would read as ADD (0)."""
+    tab = oc._tab   # the generated accessor's table; the field is read as the accessor would
+    offset = tab.Offset(_BUILTIN_CODE_SLOT)
+    code = tab.Get(flatbuffers.number_types.Int32Flags, offset + tab.Pos) if offset else 0
+    return max(int(code), int(oc.DeprecatedBuiltinCode()))
 
 try:  # The generated schema classes; a core dependency, imported lazily for a clear message.
     import tflite
@@ -194,8 +209,7 @@ class _Reader:
 
     def _opcode(self, i: int) -> tuple[int, int, str | None]:
         oc = self.model.OperatorCodes(i)
-        # Codes >= 127 live only in the extended field; TFLite takes the larger of the two.
-        code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
+        code = builtin_code(oc)
         custom = oc.CustomCode()
         if oc.Version() < 1:  # delegates choose by version; schema versions start at 1
             raise ModelError(f"{self.source}: operator code #{i} has version {oc.Version()}; versions start at 1")
