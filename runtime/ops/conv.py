@@ -6,6 +6,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from runtime.ops.base import Node, activate, as_float32, pad_before, out_size
+from runtime.ops.opcheck_base import conv_groups
 from runtime.ops.fast_select import conv_work, fast
 from runtime.ops.ordered import in_dynamic_range_model, ordered_matmul
 from runtime.ops.parallel import row_split
@@ -75,10 +76,14 @@ def _im2col_transposed(node: Node, xp: np.ndarray, oh: int, ow: int, kh: int, kw
 def conv_sums(node: Node, x: np.ndarray, w: np.ndarray, matmul=np.matmul, pad_value: float = 0.0) -> np.ndarray:
     """Σ over taps and input channels, as rows [N*OH*OW, Cout]; padding holds `pad_value`; no
     bias. `matmul` lets the integer kernels swap in their exact product; x may be integer."""
-    o = node.options
     cout, kh, kw, cin = w.shape
-    if x.shape[3] != cin:
-        raise node.fail(f"input has {x.shape[3]} channels, filter expects {cin} (grouped conv unsupported)")
+    groups = conv_groups(x.shape[3], cin, cout)
+    if groups is None:
+        raise node.fail(f"input has {x.shape[3]} channels, filter expects {cin} (or a multiple dividing its "
+                        f"{cout} outputs into groups)")
+    if groups > 1:
+        return _grouped_sums(node, x, w, groups, matmul, pad_value)
+    o = node.options
     oh, ow, pads = _geometry(node, x.shape, kh, kw)
     w2 = node.cached("w2", lambda: np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(kh * kw * cin, cout),
                                                          dtype=np.float32))
@@ -95,6 +100,22 @@ def conv_sums(node: Node, x: np.ndarray, w: np.ndarray, matmul=np.matmul, pad_va
     return out, (x.shape[0], oh, ow, cout)
 
 
+def _grouped_sums(node: Node, x: np.ndarray, w: np.ndarray, groups: int, matmul, pad_value: float):
+    """A grouped convolution as TFLite's reference kernel computes it: group g's filters read only its
+    block of input channels; the outputs keep the filters' order."""
+    cout, _, _, cin = w.shape
+    per = cout // groups
+    parts = [conv_sums(_group_node(node, g), x[..., g * cin:(g + 1) * cin], w[g * per:(g + 1) * per],
+                       matmul, pad_value) for g in range(groups)]
+    shape = parts[0][1][:3] + (cout,)
+    return np.concatenate([sums for sums, _ in parts], axis=1), shape
+
+
+def _group_node(node: Node, g: int) -> Node:
+    """The node as one group's product sees it: its own cache, so each group keeps its own filter and buffers."""
+    return Node(node.index, node.op, node.graph, node.cached(f"group{g}", dict), node.model_state)
+
+
 def _ordered(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     out[...] = ordered_matmul(a, b)
     return out
@@ -103,7 +124,8 @@ def _ordered(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
 def conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
     # Feeding a hybrid op's run-time quantization, an ulp matters: reference_ops::Conv's order then.
     dynamic_range = in_dynamic_range_model(node.graph)
-    if not dynamic_range and (f := fast("fast_conv", conv_work(node, x, w))) is not None:  # runtime/ops/fast_conv.py
+    grouped = x.shape[3] != w.shape[3]   # the fast kernels compute one group; grouped ones run here
+    if not dynamic_range and not grouped and (f := fast("fast_conv", conv_work(node, x, w))) is not None:  # runtime/ops/fast_conv.py
         return f.conv_2d(node, x, w, bias)
     out, shape = conv_sums(node, x, w, _ordered if dynamic_range else np.matmul)
     if bias is not None:

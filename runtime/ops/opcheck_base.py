@@ -305,3 +305,11 @@ def check_hybrid(c: OpCheck, data: int, k: int, channels: int, axis: int) -> Non
 def weights_type(c: OpCheck, data: int, k: int) -> None:
     if c.eight_bit and c.tensor(k).dtype is not c.tensor(data).dtype:
         raise c.fail(f"{c.name(k)} is {c.tensor(k).dtype.name} weights for {c.tensor(data).dtype.name} data")
+
+
+def conv_groups(in_channels: int, filter_channels: int, filters: int) -> int | None:
+    """How many groups a CONV_2D's channels form (TFLite's conv.cc: groups = input channels / filter
+    input channels, each group's filters a contiguous block of the outputs); None when they do not divide."""
+    if filter_channels <= 0 or in_channels % filter_channels or filters % (in_channels // filter_channels):
+        return None
+    return in_channels // filter_channels

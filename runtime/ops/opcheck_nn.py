@@ -12,7 +12,8 @@ import numpy as np
 from runtime.ir import options as opt
 from runtime.ir.graph import DType
 from runtime.ir.optypes import OpType
-from runtime.ops.opcheck_base import Shape, EIGHT_BIT, fmt, OpCheck, check_window, check_bias, check_hybrid, weights_type
+from runtime.ops.opcheck_base import (Shape, EIGHT_BIT, fmt, OpCheck, check_window, check_bias, check_hybrid,
+                                      conv_groups, weights_type)
 from runtime.ops.opcheck_math import float_in_out
 
 
@@ -129,9 +130,9 @@ def conv(c: OpCheck):
     x = c.rank(0, 4, positive=True)
     w = c.rank(1, 4, positive=True)
     cout, kh, kw, cin = w
-    if x[3] != cin:
-        raise c.fail(f"{c.name(0)} has {x[3]} channels, filter {c.name(1)} of shape {fmt(w)} expects {cin}"
-                     + (" (grouped convolution is not supported)" if x[3] % cin == 0 else ""))
+    if conv_groups(x[3], cin, cout) is None:   # TFLite's grouped convolution: channels a multiple of the filter's
+        raise c.fail(f"{c.name(0)} has {x[3]} channels, filter {c.name(1)} of shape {fmt(w)} expects {cin}, or a "
+                     f"multiple of it that divides its {cout} filters into equal groups")
     check_bias(c, 2, cout)
     oh, ow = check_window(c, x, kh, kw, dilated=True)
     if c.eight_bit:

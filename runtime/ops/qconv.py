@@ -120,7 +120,8 @@ def _constant_bias(node: Node) -> bool:
 
 def conv_2d(node: Node, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
     # numba (runtime/ops/fast_qconv.py): the same integers, requantised in one pass; None: not handled.
-    f = fast("fast_qconv", conv_work(node, x, w))
+    grouped = x.shape[3] != w.shape[3]   # the fast kernel computes one group; grouped ones run here
+    f = None if grouped else fast("fast_qconv", conv_work(node, x, w))
     if f is not None and (out := f.conv_2d(node, x, w, bias)) is not None:
         return out
     legacy = x.dtype == np.uint8  # uint8 subtracts zp_w and forms the scale product in float32
