@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Htp", "crouton_efficiency", "hmx_efficiency", "vtcm_split", "htp_memory_seconds", "vtcm_share"]
+__all__ = ["Htp", "crouton_efficiency", "hmx_efficiency", "vtcm_split", "htp_memory_seconds", "vtcm_share",
+           "weight_prefetch", "prefetch_room"]
 
 
 @dataclass(frozen=True)
@@ -89,3 +90,23 @@ def vtcm_share(device_bytes: float, requested_mb: float) -> float:
         return device_bytes
     return min(device_bytes, requested_mb * (1 << 20))
 
+
+
+def weight_prefetch(compute_s: float, memory_s: float, weight_s: float, banked_s: float,
+                    room_s: float) -> tuple[float, float]:
+    """(memory time left on the op's path, DMA time banked for the ops after it). The HTP's DMA engine
+    moves the next ops' weights from DRAM into VTCM while the current op computes: weight time
+    already fetched ahead (banked_s) comes off this op's memory time, and the time the op computes
+    beyond its own memory traffic lets the DMA run further ahead, up to what VTCM has room for
+    (room_s). Source: the Hexagon SDK's DMA engine for asynchronous DDR <-> VTCM transfers,
+    double-buffered so transfers overlap computation (Hexagon SDK docs, "VTCM" and the user DMA)."""
+    used = min(max(0.0, banked_s), max(0.0, weight_s), max(0.0, memory_s))
+    memory = memory_s - used
+    slack = max(0.0, compute_s - memory)
+    return memory, min(max(0.0, room_s), banked_s - used + slack)
+
+
+def prefetch_room(vtcm_bytes: float, dram_bandwidth: float) -> float:
+    """Seconds of weight traffic VTCM can hold ahead: half of it (double buffering: the other half
+    holds the running op's tensors; the half is assumed), at the DRAM bandwidth the DMA gets."""
+    return 0.0 if vtcm_bytes <= 0 or dram_bandwidth <= 0 else vtcm_bytes / 2 / dram_bandwidth

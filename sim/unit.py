@@ -108,6 +108,14 @@ class Unit:
             self._rates_cache[key] = rates
         return rates
 
+    def seconds(self, cost: OpCost, work: Work, scale: Scales, bandwidth: float, threads: int) -> float:
+        """How long the op holds the unit: its cost's time (a unit that overlaps one op's memory
+        traffic with another's compute, the HTP, says otherwise)."""
+        return cost.seconds
+
+    def begin_graph(self) -> None:
+        """A delegated partition starts on this unit (the HTP's DMA starts with nothing fetched ahead)."""
+
     # -- SimPy processes ------------------------------------------------------------------------
 
     def _acquire(self, threads: int):
@@ -137,9 +145,10 @@ class Unit:
         scale = self.clocked(scale)
         try:
             token, granted = self.soc.dram.acquire(self.spec.bandwidth)
-            cost = self.cost(work, scale, min(granted, self.spec.bandwidth), threads)
+            bandwidth = min(granted, self.spec.bandwidth)
+            cost = self.cost(work, scale, bandwidth, threads)
             start = self.env.now
-            yield self.env.timeout(cost.seconds)
+            yield self.env.timeout(self.seconds(cost, work, scale, bandwidth, threads))
             self.soc.dram.release(token, cost.bytes)
         finally:
             self._release(request, threads)

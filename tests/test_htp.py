@@ -209,3 +209,51 @@ def test_a_float_model_takes_longer_on_the_htp_than_its_int8_twin():
     assert {dict(iv.args)["precision"] for iv in as_int8} == {"int8"}
     ratio = sum(iv.end - iv.start for iv in as_float) / sum(iv.end - iv.start for iv in as_int8)
     assert 1.5 < ratio <= 2.0 + 1e-9     # half the MAC rate, twice the bytes
+
+
+# -- the DMA fetches weights ahead ---------------------------------------------------------------------
+
+
+def test_weights_fetched_while_the_op_before_computes_come_off_the_memory_time():
+    # an op computing 5 s with 1 s of memory traffic banks 4 s of DMA time, capped by VTCM's room
+    assert hx.weight_prefetch(5.0, 1.0, 1.0, 0.0, 10.0) == (1.0, 4.0)
+    assert hx.weight_prefetch(5.0, 1.0, 1.0, 0.0, 3.0) == (1.0, 3.0)
+    # the next op, weight-bound (3 s of weights in 3.5 s of memory), finds 3 s fetched already
+    assert hx.weight_prefetch(0.5, 3.5, 3.0, 4.0, 10.0) == (0.5, 1.0)
+    # only weights are fetched ahead: activation traffic stays on the op's path
+    assert hx.weight_prefetch(0.0, 3.5, 1.0, 4.0, 10.0) == (2.5, 3.0)
+    assert hx.prefetch_room(8 * MIB, 4 * MIB) == 1.0            # half of VTCM at the DMA's bandwidth
+    assert hx.prefetch_room(0, 4 * MIB) == 0.0
+
+
+def test_on_the_htp_a_weight_bound_op_after_a_compute_bound_one_runs_sooner():
+    soc = SoC(load_profile(S24))
+    dsp, plain = soc.unit("dsp"), SoC(load_profile(PLAIN_HTP)).unit("dsp")
+    heavy = _conv(256, cin=256, hw=64)                                      # compute-bound
+    weights = dataclasses.replace(_conv(512, cin=512, hw=2), spatial=(2, 2))  # 2.4 MB of weights, little compute
+    bw = soc.profile.unit("dsp").bandwidth
+    light = dsp.cost(weights, Scales(), bw)
+    assert light.memory_s > light.compute_s
+    dsp.begin_graph()
+    alone = dsp.seconds(light, weights, Scales(), bw, 1)
+    dsp.begin_graph()
+    dsp.seconds(dsp.cost(heavy, Scales(), bw), heavy, Scales(), bw, 1)
+    after = dsp.seconds(light, weights, Scales(), bw, 1)
+    assert alone == light.seconds and after < alone
+    # a DSP without the HTP's mechanisms fetches nothing ahead
+    cost = plain.cost(weights, Scales(), bw)
+    plain.seconds(plain.cost(heavy, Scales(), bw), heavy, Scales(), bw, 1)
+    assert plain.seconds(cost, weights, Scales(), bw, 1) == cost.seconds
+
+
+# -- what a calibration fits ------------------------------------------------------------------------------
+
+
+def test_an_htp_fits_its_float16_rate_invoke_cost_and_vtcm_bandwidth_a_v6x_dsp_does_not():
+    from runtime.calibration.fit import candidate_params
+
+    htp = [p.name for p in candidate_params(yaml.safe_load(S24.read_text()), {"dsp"})]
+    v6x = [p.name for p in candidate_params(yaml.safe_load((PROFILE_DIR / "priors" / "pixel3.yaml").read_text()),
+                                            {"dsp"})]
+    extra = ["units.dsp.gmacs.float16", "units.dsp.invoke_us", "units.dsp.mechanisms.vtcm_gbs"]
+    assert htp == v6x + extra and not set(extra) & set(v6x)

@@ -254,6 +254,7 @@ class Executor:
         if seconds:
             yield from job.unit.hold(seconds, f"{name} invoke", Kind.INVOKE, tag, precision, job.scales)
         current = job.unit
+        job.unit.begin_graph()
         for op in job.ops:
             unit = op.unit or job.unit
             if unit is not current:  # the driver's runtime moves on to another device's step
