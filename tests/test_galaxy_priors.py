@@ -109,7 +109,8 @@ def test_a_bad_derive_names_its_key(tmp_path, derive, message):
         load_profile(str(path))
 
 
-@pytest.mark.parametrize("name", PRIORS)
+# the S25 is the 8 Elite QRD at other clocks (checked number by number below): no run of its own
+@pytest.mark.parametrize("name", [p for p in PRIORS if p != "galaxy_s25"])
 def test_mobilenet_int8_on_the_htp_beats_the_cpu_and_float_runs_on_the_gpu(tmp_path, name):
     cpu = _run(tmp_path, name, "--quantization", "int8")
     htp = _run(tmp_path, name, "--quantization", "int8", "--use_qnn")
