@@ -29,7 +29,7 @@ from sim.spec import UnitKind
 
 __all__ = ["QnnDelegate", "QnnOptions", "QnnBackend", "HtpPrecision", "HtpPerformanceMode", "HtpPerfCtrlStrategy",
            "HtpPdSession", "HtpOptimizationStrategy", "GpuPrecision", "GpuPerformanceMode", "LogLevel", "TABLE",
-           "LIBRARY", "is_qnn_library", "options_from_strings", "rule_table"]
+           "LIBRARY", "is_qnn_library", "options_from_strings", "rule_table", "htp_fused_nodes"]
 
 # The library benchmark_model's --external_delegate_path names for this delegate.
 LIBRARY = "libQnnTFLiteDelegate.so"
@@ -322,6 +322,8 @@ class QnnDelegate(BuiltinDelegate):
         self._fp16 = htp and self.config.htp_precision is HtpPrecision.FP16
         spec = units[0] if units else None
         self._common = (self._types_rule(spec),)
+        # the graph rewrites are a mechanism of the HTP's profile (sim/htp.py): without it, as before
+        self._fuses = htp and spec is not None and spec.mech.htp is not None
 
     def _refusal(self, profile) -> str:
         if self.config.backend_type is QnnBackend.HTP:
@@ -358,14 +360,27 @@ class QnnDelegate(BuiltinDelegate):
         ops = [graph.ops[i] for i in (nodes if nodes is not None else range(len(graph.ops)))]
         return "FLOAT16" if any(_computes_in_float(op, graph) for op in ops) else "INTEGER"
 
+    def fused_nodes(self, partition) -> frozenset[int]:
+        """The HTP runs the partition as one QNN graph, which its backend rewrites before running:
+        activations and element-wise ops after a convolution run inside it (sim/htp's croutons stay
+        in VTCM, no op of their own). Only on a profile that gives the HTP its mechanisms."""
+        if not self._fuses:
+            return frozenset()
+        return htp_fused_nodes(partition.graph, partition.nodes)
+
     def unit_scales(self, unit):
-        """A power-saver performance vote lowers the HTP's clock: the profile's powersave scales."""
+        """A power-saver performance vote lowers the HTP's clock: the profile's powersave scales;
+        htp_vtcm_size sets the VTCM the graph gets (sim/htp.vtcm_share)."""
         from sim.unit import Scales
 
-        if self.config.backend_type is not QnnBackend.HTP or self.config.htp_performance_mode not in _SAVERS:
+        if self.config.backend_type is not QnnBackend.HTP:
             return Scales()
+        vtcm = float(self.config.htp_vtcm_size)
+        if self.config.htp_performance_mode not in _SAVERS:
+            return Scales(vtcm_mb=vtcm)
         extras = unit.spec.extras
-        return Scales(rate=extras.get("powersave_rate_scale", 1.0), power=extras.get("powersave_power_scale", 1.0))
+        return Scales(rate=extras.get("powersave_rate_scale", 1.0), power=extras.get("powersave_power_scale", 1.0),
+                      vtcm_mb=vtcm)
 
     def init_seconds(self, spec, graph) -> float:
         """Graph preparation on the backend; with cache_dir and model_token, a later init reads the
@@ -380,3 +395,40 @@ class QnnDelegate(BuiltinDelegate):
 
     def partition_mode(self, partition) -> str:
         return self.numeric_mode(partition.graph, partition.nodes)
+
+
+# Ops the HTP's graph preparation runs inside the convolution before them (assumed set: Qualcomm
+# documents the mechanism, not the list: the HTP backend rewrites a QNN graph with pattern rules
+# before it runs, its op packages' DEF_OPTIM optimization rules (Qualcomm AI Engine Direct docs,
+# "HTP Op Package: optimization rules"), and the delegate's htp_use_fold_relu folds a ReLU into the
+# convolution's output range). A ReLU, a clamp or a residual ADD costs an HVX pass over the
+# convolution's output while it is still in VTCM, with no dispatch of its own.
+_HTP_FUSABLE = frozenset({OpType.RELU, OpType.RELU6, OpType.RELU_N1_TO_1, OpType.RELU_0_TO_1, OpType.LEAKY_RELU,
+                          OpType.PRELU, OpType.HARD_SWISH, OpType.ADD, OpType.SUB, OpType.MUL})
+_HTP_PRODUCERS = frozenset({OpType.CONV_2D, OpType.DEPTHWISE_CONV_2D, OpType.TRANSPOSE_CONV,
+                            OpType.FULLY_CONNECTED})
+
+
+def htp_fused_nodes(graph: Graph, nodes) -> frozenset[int]:
+    """Nodes of _HTP_FUSABLE whose run-time input is the only use of a tensor that a convolution
+    (or a node already fused into one) of the same partition produced, in plan order."""
+    members = set(nodes)
+    producer = {t: i for i in nodes for t in graph.ops[i].outputs}
+    uses: dict[int, int] = {}
+    for op in graph.ops:
+        for t in op.inputs:
+            uses[t] = uses.get(t, 0) + 1
+    outputs = set(graph.outputs)
+    fused: set[int] = set()
+    for i in sorted(members):
+        op = graph.ops[i]
+        if op.type not in _HTP_FUSABLE:
+            continue
+        for t in op.inputs:
+            j = producer.get(t)
+            if j is None or uses.get(t) != 1 or t in outputs or graph.tensors[t].is_constant:
+                continue
+            if graph.ops[j].type in _HTP_PRODUCERS or j in fused:
+                fused.add(i)
+                break
+    return frozenset(fused)

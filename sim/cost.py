@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from sim import htp as hx
 from sim import mechanisms as mx
 from sim.mechanisms import Mechanisms
 
@@ -56,6 +57,8 @@ class Work:
     fused: bool = False                        # linked into the producing kernel: no launch of its own
     weight_bytes: int = 0                      # constant inputs among bytes_read (weights, biases)
     weights_before: int = 0                    # weight bytes of the ops before it on its unit, in plan order
+    spatial: tuple[int, int] = (0, 0)          # output height and width of an NHWC output (HTP croutons)
+    edge_bytes: int = 0                        # bytes of its tensors that cross its partition's boundary
 
     @property
     def bytes(self) -> int:
@@ -119,7 +122,25 @@ def shape_efficiency(work: Work, rates: Rates) -> float:
         eff *= mx.gemm_shape_efficiency(*work.gemm, mech.gemm_tile, mech.gemm_depth_overhead)
     if work.op_class is OpClass.DEPTHWISE and mech.vector_bytes:
         eff *= mx.lane_efficiency(work.channels, mech.vector_bytes // _LANE_BYTES[work.precision])
+    if mech.htp is not None:
+        eff *= htp_efficiency(work, mech.htp)
     return eff
+
+
+def htp_efficiency(work: Work, htp: hx.Htp) -> float:
+    """The HTP's tiles: a convolution on the HMX computes whole croutons and whole reduction steps
+    (sim/htp.hmx_efficiency); a depthwise convolution, pooling or element-wise op on the HVX
+    computes whole croutons of its output (sim/htp.crouton_efficiency). 16-bit values use the
+    float16 crouton, 8-bit ones the int8 crouton."""
+    height, width = work.spatial
+    if not height or not width:
+        return 1.0
+    block = htp.block_int8 if work.precision is Precision.INT8 else htp.block_fp16
+    if work.op_class is OpClass.CONV and work.gemm is not None:
+        return hx.hmx_efficiency(height, width, work.channels, work.gemm[2], block, htp.depth_tile)
+    if work.op_class in (OpClass.DEPTHWISE, OpClass.POOL, OpClass.ELEMENTWISE):
+        return hx.crouton_efficiency(height, width, work.channels, block, htp.depth_tile)
+    return 1.0
 
 
 def compute_seconds(work: Work, rates: Rates, threads: float | None = None) -> float:
@@ -142,13 +163,25 @@ def compute_seconds(work: Work, rates: Rates, threads: float | None = None) -> f
 
 
 def dram_bytes(work: Work, rates: Rates) -> int:
-    """The op's bytes less the weights its unit keeps in on-chip memory (sim/mechanisms.sram_resident)."""
+    """The op's bytes less the weights its unit keeps in on-chip memory (sim/mechanisms.sram_resident)
+    and, on an HTP, less the activations its VTCM holds (sim/htp.vtcm_split)."""
+    if rates.mech.htp is not None:
+        return _vtcm_split(work, rates.mech.htp)[0]
     return work.bytes - mx.sram_resident(work.weight_bytes, work.weights_before, rates.sram_bytes)
 
 
+def _vtcm_split(work: Work, htp: hx.Htp) -> tuple[int, int]:
+    weights = min(work.weight_bytes, work.bytes)
+    return hx.vtcm_split(work.bytes - weights, work.edge_bytes, weights, htp.vtcm_bytes)
+
+
 def memory_seconds(work: Work, rates: Rates, bandwidth: float | None = None) -> float:
-    """DRAM bytes over the bandwidth the op gets, a cache-resident working set at cache speed."""
+    """DRAM bytes over the bandwidth the op gets, a cache-resident working set at cache speed; on
+    an HTP, the bytes its VTCM holds at the VTCM's bandwidth."""
     bw = bandwidth or rates.bandwidth
+    if rates.mech.htp is not None:
+        dram, onchip = _vtcm_split(work, rates.mech.htp)
+        return hx.htp_memory_seconds(dram, onchip, bw, rates.mech.htp.vtcm_bandwidth)
     moved = dram_bytes(work, rates)
     if rates.mech.enabled:
         bw = mx.cache_bandwidth(moved, bw, rates.mech.cache_bytes, rates.mech.cache_bandwidth)

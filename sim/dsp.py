@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sim.cost import Precision
+from sim.cost import OpCost, Precision, Work
+from sim.htp import prefetch_room, weight_prefetch
 from sim.spec import UnitSpec
 from sim.unit import Unit
 
@@ -20,9 +21,27 @@ class DspUnit(Unit):
     (invoke_s); the graph is prepared once at init (init_s). Its low active power is what makes it
     win on energy."""
 
+    def __init__(self, soc, spec: UnitSpec):
+        super().__init__(soc, spec)
+        self._banked = 0.0   # DMA time fetched ahead into VTCM (sim/htp.weight_prefetch)
+
     def runs(self, precision: Precision) -> bool:
         allowed = (Precision.INT8, Precision.FLOAT16) if has_htp(self.spec) else (Precision.INT8,)
         return precision in allowed and super().runs(precision)
+
+    def begin_graph(self) -> None:
+        self._banked = 0.0
+
+    def seconds(self, cost: OpCost, work: Work, scale, bandwidth: float, threads: int) -> float:
+        """On an HTP with its mechanisms, the op's weights may already be in VTCM: its DMA fetched
+        them while the ops before it computed (sim/htp.weight_prefetch)."""
+        htp = self._rates(threads, scale).mech.htp
+        if htp is None or not htp.vtcm_bytes:
+            return cost.seconds
+        weight_s = min(work.weight_bytes, cost.bytes) / bandwidth
+        memory, self._banked = weight_prefetch(cost.compute_s, cost.memory_s, weight_s, self._banked,
+                                               prefetch_room(htp.vtcm_bytes, bandwidth))
+        return cost.dispatch_s + max(cost.compute_s, memory)
 
 
 def has_htp(spec: UnitSpec) -> bool:

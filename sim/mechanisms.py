@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from sim.htp import Htp
+
 __all__ = ["Mechanisms", "ruy_threads", "depthwise_threads", "row_split", "threads_used",
            "gemm_shape_efficiency", "lane_efficiency", "cache_bandwidth", "gpu_occupancy",
            "fork_join_seconds", "reduction_items", "sram_resident", "RUY_LOG2_MACS_PER_THREAD", "DEPTHWISE_MULS_PER_THREAD",
@@ -33,7 +35,8 @@ class Mechanisms:
     items (output slices of 4 channels) needed to fill a GPU; smaller grids leave it partly idle.
     im2col: convolutions other than 1x1/stride 1 first copy their patches into a GEMM operand
     (TFLite's optimized CPU Conv), which moves bytes the roofline does not count; it runs on one
-    thread, one memcpy per filter row and output pixel, each paying im2col_row_s besides its bytes."""
+    thread, one memcpy per filter row and output pixel, each paying im2col_row_s besides its bytes.
+    htp: a Hexagon NPU's tiles and VTCM (sim/htp.py); None on every other unit."""
 
     enabled: bool = False
     join_s: float = 0.0
@@ -45,6 +48,7 @@ class Mechanisms:
     occupancy_items: float = 0.0
     im2col: bool = False
     im2col_row_s: float = 0.0
+    htp: Htp | None = None
 
 
 def _ceil_log2(n: int) -> int:

@@ -14,7 +14,10 @@ from runtime.ir.optypes import OpType
 from runtime.ir.yamlcheck import Key, parse
 from sim.band import parse_error_band
 from sim.cost import OpClass, Precision
+from sim.dsp import FIRST_HTP
+from sim.htp import Htp
 from sim.mechanisms import Mechanisms
+from sim.profile_derive import base_path, derive
 from sim.profile_parse import (GIGA, MICRO, MILLI, PICO, F, choice, ProfileCtx, fields, flag, parse_fraction,
                                parse_integer, parse_mapping, parse_names, nonneg, parse_positive, show_value,
                                parse_table, parse_text)
@@ -115,9 +118,34 @@ _MECH = {"join_us": F("join_s", False, nonneg(per=MICRO)),
          "im2col_row_ns": F("im2col_row_s", False, nonneg(per=1e9))}
 
 
+MEBI = 1 << 20
+# The Hexagon NPU's mechanisms (sim/htp.py), allowed only on a dsp unit with an HTP (htp_arch >= 68).
+_HTP = {"hmx_depth": F("depth_tile", False, parse_integer(1)),
+        "crouton_int8": F("block_int8", False, _tile),
+        "crouton_fp16": F("block_fp16", False, _tile),
+        "vtcm_mb": F("vtcm_bytes", False, nonneg(times=MEBI)),
+        "vtcm_gbs": F("vtcm_bandwidth", False, parse_positive(times=GIGA))}
+
+
 def _mechanisms(ctx: ProfileCtx, value: Any, path: Key) -> Mechanisms:
-    """A unit's `mechanisms:` section switches the non-roofline cost mechanisms on."""
-    return Mechanisms(enabled=True, **fields(ctx, value, path, _MECH))
+    """A unit's `mechanisms:` section switches the non-roofline cost mechanisms on; any HTP key
+    (sim/htp.py) gives the unit the Hexagon NPU's mechanisms."""
+    table = parse_mapping(ctx, value, path)
+    general = fields(ctx, {k: v for k, v in table.items() if k not in _HTP}, path, {**_MECH, **_HTP})
+    htp_keys = {k: v for k, v in table.items() if k in _HTP}
+    htp = Htp(**fields(ctx, htp_keys, path, _HTP)) if htp_keys else None
+    return Mechanisms(enabled=True, htp=htp, **general)
+
+
+def _check_htp(ctx: ProfileCtx, f: Mapping[str, Any], path: Key) -> None:
+    """HTP mechanisms describe a Hexagon NPU: a dsp unit whose htp_arch is 68 or later."""
+    mech = f.get("mech")
+    if mech is None or mech.htp is None:
+        return
+    if f["kind"] is not UnitKind.DSP or f.get("extras", {}).get("htp_arch", 0) < FIRST_HTP:
+        keys = ", ".join(_HTP)
+        raise ctx.fail(path + ("mechanisms",), f"the HTP mechanisms ({keys}) need a dsp unit with extras.htp_arch "
+                                                 f">= {FIRST_HTP} (a Hexagon NPU)")
 
 
 _DEVICE = {"name": F("name", True, parse_text),
@@ -179,6 +207,7 @@ def _unit(ctx: ProfileCtx, name: str, raw: Any, path: Key) -> UnitSpec:
     f["active_w"] = _unit_power(ctx, f["active_w"], runs, path + ("active_w",))
     if f.get("cached_init_s", 0.0) > f.get("init_s", 0.0):
         raise ctx.fail(path + ("cached_init_ms",), "must not exceed init_ms")
+    _check_htp(ctx, f, path)
     allowed = EXTRAS[f["kind"]]
     for key in f.get("extras", {}):
         if key not in allowed:
@@ -278,7 +307,19 @@ def load_profile(name_or_path: str | os.PathLike) -> Profile:
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"{source}: cannot read the profile: {exc}") from None
     data, lines = parse(text, source, ProfileError)
+    if isinstance(data, dict) and "derive" in data:   # another phone's profile and published differences
+        data = derive(ProfileCtx(source, lines), data, PROFILE_DIR, _base_data)
     return profile_from_dict(data, source, lines)
+
+
+def _base_data(path: Path) -> Any:
+    """A derived profile's base as plain data, checked first so its errors name its own file and line;
+    a base that derives in turn is refused (no chains, no cycles)."""
+    data = parse(read_text(path), str(path), ProfileError)[0]
+    if isinstance(data, dict) and "derive" in data:
+        raise ProfileError(f"{path}: derives from another profile itself; derive from a plain profile")
+    load_profile(path)
+    return data
 
 
 def resolve(name_or_path: str | os.PathLike) -> Path:

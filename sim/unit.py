@@ -9,6 +9,7 @@ from typing import Any, Generator, Protocol
 import simpy
 
 from sim.cost import OpCost, Precision, Rates, Work, op_cost
+from sim.htp import vtcm_share
 from sim.spec import UnitSpec
 from sim.memory import Dram
 from sim.trace import Interval, Kind, Trace
@@ -22,12 +23,14 @@ class Scales:
     backend. `rate` multiplies throughput, `power` multiplies active power, `dispatch` the launch cost.
     `clock` is the part of that which is a lower clock the delegate asks for (the GPU's
     SUSTAINED_SPEED), already in `rate` and `power`: a thermal governor's level caps the clock
-    instead of compounding with it (Unit.clocked)."""
+    instead of compounding with it (Unit.clocked). `vtcm_mb`: the on-chip memory an HTP graph
+    asks for (the QNN delegate's htp_vtcm_size; 0: all the unit has, sim/htp.vtcm_share)."""
 
     rate: float = 1.0
     power: float = 1.0
     dispatch: float = 1.0
     clock: float = 1.0
+    vtcm_mb: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -98,8 +101,20 @@ class Unit:
             rates = self.spec.rates(threads, scale.rate)
             if scale.dispatch != 1.0:
                 rates = dataclasses.replace(rates, dispatch_s=rates.dispatch_s * scale.dispatch)
+            htp = rates.mech.htp
+            if htp is not None and scale.vtcm_mb:
+                htp = dataclasses.replace(htp, vtcm_bytes=vtcm_share(htp.vtcm_bytes, scale.vtcm_mb))
+                rates = dataclasses.replace(rates, mech=dataclasses.replace(rates.mech, htp=htp))
             self._rates_cache[key] = rates
         return rates
+
+    def seconds(self, cost: OpCost, work: Work, scale: Scales, bandwidth: float, threads: int) -> float:
+        """How long the op holds the unit: its cost's time (a unit that overlaps one op's memory
+        traffic with another's compute, the HTP, says otherwise)."""
+        return cost.seconds
+
+    def begin_graph(self) -> None:
+        """A delegated partition starts on this unit (the HTP's DMA starts with nothing fetched ahead)."""
 
     # -- SimPy processes ------------------------------------------------------------------------
 
@@ -119,8 +134,8 @@ class Unit:
         level = self.dvfs
         if level is None or level.rate >= scale.clock:
             return scale
-        return Scales(scale.rate / scale.clock * level.rate, scale.power / scale.clock * level.power,
-                      scale.dispatch, level.rate)
+        return dataclasses.replace(scale, rate=scale.rate / scale.clock * level.rate,
+                                   power=scale.power / scale.clock * level.power, clock=level.rate)
 
     def execute(self, work: Work, tag: Tag, scale: Scales = Scales(), threads: int = 1,
                 args: tuple[tuple[str, Any], ...] = ()) -> Generator:
@@ -130,9 +145,10 @@ class Unit:
         scale = self.clocked(scale)
         try:
             token, granted = self.soc.dram.acquire(self.spec.bandwidth)
-            cost = self.cost(work, scale, min(granted, self.spec.bandwidth), threads)
+            bandwidth = min(granted, self.spec.bandwidth)
+            cost = self.cost(work, scale, bandwidth, threads)
             start = self.env.now
-            yield self.env.timeout(cost.seconds)
+            yield self.env.timeout(self.seconds(cost, work, scale, bandwidth, threads))
             self.soc.dram.release(token, cost.bytes)
         finally:
             self._release(request, threads)

@@ -139,7 +139,12 @@ def describe(op: Op, graph: Graph, shapes: Sequence[Sequence[int]], precision: P
     return Work(op.name, cls, precision, macs=macs, elem_ops=elem_ops, bytes_read=read, bytes_written=written,
                 gemm=_gemm_shape(op, ins, outs), rows=_rows(out), channels=out[-1] if out else 0,
                 im2col_bytes=_im2col_bytes(op, ins, outs, precision), im2col_rows=_im2col_rows(op, ins, outs),
-                items=_items(op, ins, outs, cls, channel_align), weight_bytes=weights)
+                items=_items(op, ins, outs, cls, channel_align), weight_bytes=weights, spatial=_spatial(out))
+
+
+def _spatial(shape: Shape) -> tuple[int, int]:
+    """(rows, columns) of an NHWC output, batches stacked as rows; (0, 0) for other ranks."""
+    return (shape[0] * shape[1], shape[2]) if len(shape) == 4 else (0, 0)
 
 
 def footprint(graph: Graph, op_indices: Iterable[int], shapes: Sequence[Sequence[int]],

@@ -1,19 +1,26 @@
-"""The prior profiles of today's Snapdragon phones (Galaxy S23, S24, Snapdragon 8 Elite QRD) load and run
-MobileNet v1: int8 on the HTP through the QNN delegate, float on the GPU, with sane figures."""
+"""The prior profiles of today's Snapdragon phones (Galaxy S23, S24, S25, the Snapdragon 8 Elite, 8 Elite Gen 5
+and 7 Gen 4 QRDs) load and run MobileNet v1: int8 on the HTP through the QNN delegate, float on the GPU, with
+sane figures; the Galaxy S25 is the 8 Elite QRD's profile scaled by the Galaxy variant's clocks."""
 
 from __future__ import annotations
 
 import json
+import math
+import re
 
 import pytest
+import yaml
 
+from runtime.calibration.aihub import DEVICES
 from runtime.cli.main import main
+from runtime.ir.errors import ProfileError
 from sim.cost import Precision
 from sim.dsp import has_htp
 from sim.profile import PROFILE_DIR, list_profiles, load_profile
 from sim.spec import UnitKind
 
-PRIORS = {"galaxy_s23": 73, "galaxy_s24": 75, "sd8_elite_qrd": 79}
+PRIORS = {"galaxy_s23": 73, "galaxy_s24": 75, "sd8_elite_qrd": 79, "galaxy_s25": 79, "sd8_elite_gen5_qrd": 81,
+          "sd7_gen4_qrd": 73}
 
 
 def _prior(name: str) -> str:
@@ -38,9 +45,72 @@ def test_each_prior_loads_with_its_htp_and_positive_numbers(name):
         numbers = [*unit.macs_per_s.values(), *unit.elem_per_s.values(), *unit.active_w.values(), unit.bandwidth]
         assert all(x > 0 for x in numbers), unit.name
     assert profile.units_of(UnitKind.GPU)
+    assert dsp.mech.htp is not None and dsp.mech.htp.vtcm_bytes > 0      # the Hexagon NPU's mechanisms
 
 
-@pytest.mark.parametrize("name", PRIORS)
+def test_every_number_of_a_prior_says_what_it_is():
+    """spec / derived / assumed / first estimate on the line of every number (the derived S25's scales
+    say it in the comments above them, checked by the test below)."""
+    number = re.compile(r"^(-?[0-9.]+|\[[0-9., ]+\])$")
+    for name in set(PRIORS) - {"galaxy_s25"}:
+        for n, line in enumerate((PROFILE_DIR / "priors" / f"{name}.yaml").read_text().splitlines(), 1):
+            body = line.split("#")[0]
+            if ":" in body and number.match(body.split(":", 1)[1].strip()):
+                assert any(w in line.split("#", 1)[-1] for w in ("spec", "derived", "assumed", "first estimate")), \
+                    f"{name}.yaml:{n}: {line.strip()}"
+
+
+def test_ai_hub_names_the_new_qrds():
+    assert DEVICES["Snapdragon 8 Elite Gen 5 QRD"] == "sd8_elite_gen5_qrd"
+    assert DEVICES["Snapdragon 7 Gen 4 QRD"] == "sd7_gen4_qrd"
+
+
+def test_galaxy_s25_is_the_8_elite_at_the_galaxy_clocks():
+    s25, qrd = load_profile(_prior("galaxy_s25")), load_profile(_prior("sd8_elite_qrd"))
+    assert "never fitted" in s25.description and s25.calibration == ()
+    for unit, factor in (("cpu_big", 4.0 / 3.925), ("gpu", 1.2 / 1.1), ("dsp", 1.0), ("cpu_big", 4.0 / 3.925)):
+        for p, rate in qrd.unit(unit).macs_per_s.items():
+            assert math.isclose(s25.unit(unit).macs_per_s[p], rate * factor, rel_tol=1e-12), (unit, p)
+        for p, rate in qrd.unit(unit).elem_per_s.items():
+            assert math.isclose(s25.unit(unit).elem_per_s[p], rate * factor, rel_tol=1e-12), (unit, p)
+    assert s25.unit("dsp") == qrd.unit("dsp") and s25.dram == qrd.dram and s25.copy == qrd.copy
+
+
+def test_a_derived_profile_follows_its_base(tmp_path, monkeypatch):
+    """The base is read when the derived profile loads: change the base, the derived phone follows."""
+    import sim.profile as sp
+
+    priors = tmp_path / "priors"
+    priors.mkdir()
+    base = yaml.safe_load((PROFILE_DIR / "priors" / "sd8_elite_qrd.yaml").read_text())
+    base["units"]["gpu"]["gmacs"]["float32"] = 1100
+    (priors / "sd8_elite_qrd.yaml").write_text(yaml.safe_dump(base))
+    monkeypatch.setattr(sp, "PROFILE_DIR", tmp_path)
+    s25 = sp.load_profile(_prior("galaxy_s25"))
+    assert math.isclose(s25.unit("gpu").macs_per_s[Precision.FLOAT32], 1.2e12, rel_tol=1e-12)
+    (tmp_path / "sd8_elite_qrd.yaml").write_text(yaml.safe_dump({**base, "name": "sd8_elite_qrd"}))
+    base["units"]["gpu"]["gmacs"]["float32"] = 2200                      # a calibrated profile wins over the prior
+    (tmp_path / "sd8_elite_qrd.yaml").write_text(yaml.safe_dump(base))
+    assert math.isclose(sp.load_profile(_prior("galaxy_s25")).unit("gpu").macs_per_s[Precision.FLOAT32], 2.4e12,
+                        rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("derive, message", [
+    ({"base": "nowhere"}, r"derive\.base: no profile 'nowhere'"),
+    ({"base": "sd8_elite_qrd", "scale": {"units.gpu.nope": [1, 2]}}, r"derive\.scale\.units\.gpu\.nope: the base profile has no"),
+    ({"base": "sd8_elite_qrd", "scale": {"units.gpu.gmacs": 1.1}}, r"must be a \[new, old\] pair"),
+    ({"base": "sd8_elite_qrd", "scale": {"units.gpu.kind": [1, 2]}}, r"is not a number or a mapping of numbers"),
+    ({"base": "sd8_elite_qrd", "sclae": {}}, r"derive\.sclae: unknown key"),
+])
+def test_a_bad_derive_names_its_key(tmp_path, derive, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"name": "bad", "description": "a bad derived phone", "derive": derive}))
+    with pytest.raises(ProfileError, match=message):
+        load_profile(str(path))
+
+
+# the S25 is the 8 Elite QRD at other clocks (checked number by number below): no run of its own
+@pytest.mark.parametrize("name", [p for p in PRIORS if p != "galaxy_s25"])
 def test_mobilenet_int8_on_the_htp_beats_the_cpu_and_float_runs_on_the_gpu(tmp_path, name):
     cpu = _run(tmp_path, name, "--quantization", "int8")
     htp = _run(tmp_path, name, "--quantization", "int8", "--use_qnn")

@@ -31,6 +31,8 @@ DEVICES: Mapping[str, str] = {
     "Samsung Galaxy S23": "galaxy_s23",
     "Samsung Galaxy S24": "galaxy_s24",
     "Snapdragon 8 Elite QRD": "sd8_elite_qrd",
+    "Snapdragon 8 Elite Gen 5 QRD": "sd8_elite_gen5_qrd",
+    "Snapdragon 7 Gen 4 QRD": "sd7_gen4_qrd",
 }
 # Assumed: AI Hub does not publish the TFLite thread count of its profile jobs; TFLite's benchmark
 # tools on a phone commonly run 4 threads (the big cores).

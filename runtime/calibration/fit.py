@@ -13,6 +13,7 @@ import numpy as np
 from runtime.ir.errors import TestbedError
 from runtime.calibration.rows import DELEGATES, Row, family_key
 from runtime.ir.yamlcheck import Key, dotted, parse
+from sim.dsp import FIRST_HTP
 
 __all__ = ["Param", "Fit", "RowSim", "Evaluator", "candidate_params", "fit", "cross_validate",
            "load_base", "CalibrationError", "PRIOR_WEIGHT", "SPREAD", "OnStep"]
@@ -67,6 +68,20 @@ _UNIT_PARAMS: Mapping[str, tuple[tuple[Key, float], ...]] = {
     "npu": ((("efficiency", "conv"), 1.0), (("efficiency", "depthwise"), 1.0), (("dispatch_us",), math.inf)),
 }
 
+# A dsp unit that is a Hexagon NPU (extras.htp_arch >= 68) adds the numbers its priors assume: the
+# float16 rate (its 2:1 ratio to int8 is assumed), the per-invocation FastRPC / graph-execute cost and
+# the VTCM bandwidth (sim/htp.py). A Hexagon v6x DSP fits exactly as before.
+_HTP_PARAMS: tuple[tuple[Key, float], ...] = (
+    (("gmacs", "float16"), math.inf), (("invoke_us",), math.inf), (("mechanisms", "vtcm_gbs"), math.inf))
+
+
+def _unit_params(unit: Mapping[str, Any]) -> tuple[tuple[Key, float], ...]:
+    params = _UNIT_PARAMS.get(unit["kind"], ())
+    extras = unit.get("extras") or {}
+    if unit["kind"] == "dsp" and isinstance(extras, Mapping) and extras.get("htp_arch", 0) >= FIRST_HTP:
+        params += _HTP_PARAMS
+    return params
+
 
 def _get(data: Any, path: Key) -> Any:
     for key in path:
@@ -87,7 +102,7 @@ def candidate_params(data: Mapping[str, Any], used: set[str]) -> list[Param]:
     for name, unit in data["units"].items():
         if name not in used:
             continue
-        for sub, cap in _UNIT_PARAMS.get(unit["kind"], ()):
+        for sub, cap in _unit_params(unit):
             path = ("units", name, *sub)
             try:
                 prior = float(_get(data, path))

@@ -23,7 +23,7 @@ from sim.numerics import NumericMode, is_quantized, op_precision, op_precision_o
 from sim.soc import SoC
 from sim.trace import Kind
 from sim.unit import Scales, Tag, Unit
-from sim.work import describe, tensor_bytes
+from sim.work import describe, graph_tensor_bytes, tensor_bytes
 
 __all__ = ["Executor", "OpJob", "PartitionJob", "AllocatedTensors", "Simulation", "make_simulation"]
 
@@ -126,8 +126,11 @@ class Executor:
             work = self._work(i, precision, runs_on.channel_align)
             if i in fused:
                 work = _linked(work, graph.ops[i], graph, self.shapes, runs_on.channel_align)
-            # where weights fill a unit's on-chip memory in plan order (sim/mechanisms.sram_resident)
-            work = dataclasses.replace(work, weights_before=self._placed[runs_on.name])
+            # where weights fill a unit's on-chip memory in plan order (sim/mechanisms.sram_resident),
+            # and which of its tensors cross the partition's boundary (sim/htp.vtcm_split)
+            work = dataclasses.replace(work, weights_before=self._placed[runs_on.name],
+                                       edge_bytes=self._edge_bytes(graph.ops[i], part, precision,
+                                                                   runs_on.channel_align))
             self._placed[runs_on.name] += work.weight_bytes
             ops.append(OpJob(i, work, self._args(i) + (("delegate", step.delegate.name),), own,
                               _scales(step, own) if own is not None else None))
@@ -139,6 +142,13 @@ class Executor:
                              tuple((t, self._bytes(t)) for t in inputs),
                              tuple((t, self._bytes(t)) for t in part.outputs), to_float,
                              sum(self._bytes(t) for t in weights))
+
+    def _edge_bytes(self, op, part, precision: Precision, align: int) -> int:
+        """Bytes, as the unit stores them, of the op's tensors the partition takes in or gives out."""
+        edges = set(part.inputs) | set(part.outputs)
+        return sum(graph_tensor_bytes(self.graph, self.shapes, t, precision, align)
+                   for t in (*op.inputs, *op.outputs)
+                   if t >= 0 and t in edges and not self.graph.tensors[t].is_constant)
 
     def _unit(self, step: DelegateStep, name: str) -> Unit:
         try:
@@ -244,6 +254,7 @@ class Executor:
         if seconds:
             yield from job.unit.hold(seconds, f"{name} invoke", Kind.INVOKE, tag, precision, job.scales)
         current = job.unit
+        job.unit.begin_graph()
         for op in job.ops:
             unit = op.unit or job.unit
             if unit is not current:  # the driver's runtime moves on to another device's step

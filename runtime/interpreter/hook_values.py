@@ -68,6 +68,7 @@ def scales(delegate, unit) -> Scales:
         raise DelegateError(f"{what} returned {_shown(value)}, not a sim.unit.Scales")
     for field in ("rate", "power", "dispatch", "clock"):
         _number(getattr(value, field), f"{what} ({field})", 0.0, MAX_SCALE, False)
+    _number(value.vtcm_mb, f"{what} (vtcm_mb)", 0.0, math.inf, True)   # 0: the unit's whole VTCM
     return value
 
 

@@ -1,0 +1,112 @@
+"""The Hexagon NPU's (HTP) cost mechanisms: HMX tiles in the crouton layout and VTCM residency, each a pure function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Htp", "crouton_efficiency", "hmx_efficiency", "vtcm_split", "htp_memory_seconds", "vtcm_share",
+           "weight_prefetch", "prefetch_room"]
+
+
+@dataclass(frozen=True)
+class Htp:
+    """An HTP unit's mechanism parameters (a dsp unit's `mechanisms:` in the profile).
+
+    depth_tile: channels per crouton and per step of the HMX's reduction (32). block_int8 /
+    block_fp16: the crouton's rows x columns of an 8-bit / a 16-bit activation (8 x 8 and 8 x 4:
+    both 2 KB with 32 channels). vtcm_bytes: the on-chip tightly coupled memory the graph may use;
+    vtcm_bandwidth: bytes/s the HMX and HVX read and write it at (0: as fast as the compute, free)."""
+
+    depth_tile: int = 32
+    block_int8: tuple[int, int] = (8, 8)
+    block_fp16: tuple[int, int] = (8, 4)
+    vtcm_bytes: float = 0.0
+    vtcm_bandwidth: float = 0.0
+
+
+def _padded(n: int, tile: int) -> int:
+    return -(-n // tile) * tile if tile > 1 else n
+
+
+def crouton_efficiency(height: int, width: int, channels: int, block: tuple[int, int], depth: int) -> float:
+    """Share of real values among the stored ones of an activation in the crouton layout: the HTP
+    keeps an NHWC activation in blocks of rows x columns x 32 channels and computes whole blocks,
+    so a 7x7x1000 output costs what 8x8x1024 costs. Source: the crouton layouts Apache TVM's
+    Hexagon schedules use for the HTP (python/tvm/topi/hexagon/utils.py: "nhwc-8h8w32c" for
+    uint8, "nhwc-8h2w32c2w" for float16, 8 x 4 x 32), and Qualcomm AI Engine Direct's HTP docs
+    ("Tensors and Memory Layout": d32 and crouton layouts of the HTP core)."""
+    if height <= 0 or width <= 0 or channels <= 0:
+        return 1.0
+    rows, cols = block
+    stored = _padded(height, rows) * _padded(width, cols) * _padded(channels, depth)
+    return height * width * channels / stored
+
+
+def hmx_efficiency(height: int, width: int, channels: int, reduction: int, block: tuple[int, int],
+                   depth: int) -> float:
+    """Share of the HMX matrix unit a convolution keeps busy: its output in whole croutons
+    (crouton_efficiency) and its reduction (the filter's kh x kw x input channels) in whole steps
+    of 32, so a 1x1 convolution over 16 channels wastes half of every step. Source: as for
+    crouton_efficiency; the reduction step is the crouton's depth (assumed: the HMX consumes one
+    crouton depth of weights per step; Qualcomm publishes no HMX micro-architecture)."""
+    out = crouton_efficiency(height, width, channels, block, depth)
+    if reduction <= 0:
+        return out
+    return out * reduction / _padded(reduction, depth)
+
+
+def vtcm_split(activation_bytes: int, edge_bytes: int, weight_bytes: int, vtcm_bytes: float) -> tuple[int, int]:
+    """(DRAM bytes, VTCM bytes) of one op inside a QNN graph: the graph's intermediate activations
+    live in VTCM when the op's activations fit it, and spill to DRAM only by the share that does
+    not fit; the graph's inputs and outputs (edge_bytes, shared buffers the CPU reads and writes)
+    and the weights come from DRAM each inference. Source: Qualcomm AI Engine Direct's HTP docs
+    (VTCM is the HTP's on-chip scratch memory its ops tile their tensors into; the QNN HTP
+    backend's vtcm_mb option sets how much of it a graph gets) and the Hexagon SDK's VTCM
+    manager (HAP_vtcm_mgr.h); that weights are not kept across inferences is assumed."""
+    activation_bytes, edge_bytes = max(0, activation_bytes), max(0, edge_bytes)
+    edge = min(edge_bytes, activation_bytes)
+    inner = activation_bytes - edge
+    if vtcm_bytes <= 0 or inner == 0:
+        return activation_bytes + max(0, weight_bytes), 0
+    fits = min(1.0, vtcm_bytes / activation_bytes)
+    onchip = int(inner * fits)
+    return activation_bytes - onchip + max(0, weight_bytes), onchip
+
+
+def htp_memory_seconds(dram_bytes: int, vtcm_bytes: int, dram_bandwidth: float, vtcm_bandwidth: float) -> float:
+    """Time the op's bytes take: DRAM bytes over the unit's DRAM share, VTCM bytes over the VTCM's
+    bandwidth (free where the profile gives none: VTCM is read at the compute's pace)."""
+    seconds = dram_bytes / dram_bandwidth
+    if vtcm_bandwidth > 0:
+        seconds += vtcm_bytes / vtcm_bandwidth
+    return seconds
+
+
+def vtcm_share(device_bytes: float, requested_mb: float) -> float:
+    """The VTCM a graph gets: the QNN delegate's htp_vtcm_size in MB (0: the device's whole VTCM),
+    never more than the device has. Source: QNN TFLite delegate options (QnnTFLiteDelegate.h,
+    vtcm_size: "0 means the maximum available")."""
+    if requested_mb <= 0:
+        return device_bytes
+    return min(device_bytes, requested_mb * (1 << 20))
+
+
+
+def weight_prefetch(compute_s: float, memory_s: float, weight_s: float, banked_s: float,
+                    room_s: float) -> tuple[float, float]:
+    """(memory time left on the op's path, DMA time banked for the ops after it). The HTP's DMA engine
+    moves the next ops' weights from DRAM into VTCM while the current op computes: weight time
+    already fetched ahead (banked_s) comes off this op's memory time, and the time the op computes
+    beyond its own memory traffic lets the DMA run further ahead, up to what VTCM has room for
+    (room_s). Source: the Hexagon SDK's DMA engine for asynchronous DDR <-> VTCM transfers,
+    double-buffered so transfers overlap computation (Hexagon SDK docs, "VTCM" and the user DMA)."""
+    used = min(max(0.0, banked_s), max(0.0, weight_s), max(0.0, memory_s))
+    memory = memory_s - used
+    slack = max(0.0, compute_s - memory)
+    return memory, min(max(0.0, room_s), banked_s - used + slack)
+
+
+def prefetch_room(vtcm_bytes: float, dram_bandwidth: float) -> float:
+    """Seconds of weight traffic VTCM can hold ahead: half of it (double buffering: the other half
+    holds the running op's tensors; the half is assumed), at the DRAM bandwidth the DMA gets."""
+    return 0.0 if vtcm_bytes <= 0 or dram_bandwidth <= 0 else vtcm_bytes / 2 / dram_bandwidth

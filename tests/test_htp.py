@@ -1,0 +1,259 @@
+"""The Hexagon NPU's mechanisms (sim/htp.py): crouton and HMX tiles, VTCM residency and the QNN delegate's
+htp_vtcm_size, the fp16 / int8 rates, the ops a QNN graph runs inside a convolution. Each alone as a pure
+function, then its effect on a simulated op or a tiny graph on a phone whose HTP has them."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from delegates.qnn import QnnDelegate, QnnOptions, htp_fused_nodes
+from runtime.interpreter.api import Interpreter
+from runtime.ir.errors import ProfileError
+from runtime.ir.optypes import OpType
+from runtime.zoo import layers as L
+from runtime.zoo.builder import GraphBuilder
+from sim import htp as hx
+from sim.cost import OpClass, Precision, Rates, Work, compute_seconds, op_cost
+from sim.mechanisms import Mechanisms
+from sim.profile import PROFILE_DIR, load_profile, profile_from_dict
+from sim.soc import SoC
+from sim.trace import Kind
+from sim.unit import Scales
+from tests.sim_kit import calibrated_int8
+
+S24 = PROFILE_DIR / "priors" / "galaxy_s24.yaml"
+PLAIN_HTP = Path(__file__).parent / "fixtures" / "profiles" / "htp_test.yaml"   # an HTP without mechanisms
+MIB = 1 << 20
+
+
+# -- each mechanism alone ------------------------------------------------------------------------
+
+
+def test_a_crouton_is_computed_whole():
+    assert hx.crouton_efficiency(8, 8, 32, (8, 8), 32) == 1.0
+    assert hx.crouton_efficiency(7, 7, 1000, (8, 8), 32) == pytest.approx(7 * 7 * 1000 / (8 * 8 * 1024))
+    # a float16 crouton is 8 x 4: an 8x4 output fills one, and half of an 8-bit crouton
+    assert hx.crouton_efficiency(8, 4, 32, (8, 4), 32) == 1.0
+    assert hx.crouton_efficiency(8, 4, 32, (8, 8), 32) == 0.5
+    assert hx.crouton_efficiency(8, 8, 33, (8, 8), 32) == pytest.approx(33 / 64)
+
+
+def test_the_hmx_takes_its_reduction_in_steps_of_32():
+    assert hx.hmx_efficiency(8, 8, 32, 16, (8, 8), 32) == 0.5        # a 1x1 conv over 16 channels
+    assert hx.hmx_efficiency(8, 8, 32, 576, (8, 8), 32) == 1.0       # 3x3 over 64
+    assert hx.hmx_efficiency(8, 8, 32, 147, (8, 8), 32) == pytest.approx(147 / 160)   # 7x7 over 3
+    assert hx.hmx_efficiency(8, 8, 16, 64, (8, 8), 32) == 0.5        # 16 output channels in a 32 one
+
+
+def test_vtcm_keeps_the_intermediates_that_fit_and_spills_the_rest():
+    # 1000 activation bytes, 200 of them the partition's input or output, 50 of weights
+    assert hx.vtcm_split(1000, 200, 50, 4096) == (250, 800)
+    assert hx.vtcm_split(1000, 200, 50, 0) == (1050, 0)               # no VTCM: all from DRAM
+    assert hx.vtcm_split(2000, 0, 0, 1000) == (1000, 1000)            # half fits: half spills
+    assert hx.vtcm_split(2000, 0, 0, 500) == (1500, 500)
+    assert hx.vtcm_split(100, 500, 0, 4096) == (100, 0)                # edge bytes never exceed the op's
+
+
+def test_vtcm_memory_time_and_share():
+    assert hx.htp_memory_seconds(1000, 4000, 1e3, 4e3) == 2.0
+    assert hx.htp_memory_seconds(1000, 4000, 1e3, 0.0) == 1.0          # no VTCM bandwidth given: free
+    assert hx.vtcm_share(8 * MIB, 0) == 8 * MIB                        # 0: the device's whole VTCM
+    assert hx.vtcm_share(8 * MIB, 2) == 2 * MIB
+    assert hx.vtcm_share(8 * MIB, 64) == 8 * MIB                       # never more than it has
+
+
+# -- on a simulated op ---------------------------------------------------------------------------------
+
+_BYTES = {Precision.INT8: 1, Precision.FLOAT16: 2}
+
+
+def _rates(htp: hx.Htp | None) -> Rates:
+    table = {Precision.INT8: 1e12, Precision.FLOAT16: 5e11}
+    return Rates(table, table, bandwidth=1e10, mech=Mechanisms(enabled=htp is not None, htp=htp))
+
+
+def _conv(cout: int, precision: Precision = Precision.INT8, cin: int = 64, hw: int = 16, edge: int = 0) -> Work:
+    """A 3x3 convolution's work on a hw x hw output."""
+    size = _BYTES[precision]
+    weights = 9 * cin * cout * size
+    return Work("conv", OpClass.CONV, precision, macs=hw * hw * cout * 9 * cin,
+                bytes_read=hw * hw * cin * size + weights, bytes_written=hw * hw * cout * size,
+                gemm=(hw * hw, cout, 9 * cin), channels=cout, spatial=(hw, hw), weight_bytes=weights,
+                edge_bytes=edge)
+
+
+def test_16_output_channels_cost_what_32_cost_on_the_hmx():
+    htp, plain = _rates(hx.Htp()), _rates(None)
+    assert compute_seconds(_conv(16), htp) == pytest.approx(compute_seconds(_conv(32), htp))
+    assert compute_seconds(_conv(16), plain) == pytest.approx(compute_seconds(_conv(32), plain) / 2)
+
+
+def test_float16_runs_at_the_fp16_rate_in_its_own_crouton():
+    htp = _rates(hx.Htp())
+    # 16x16 outputs fill whole croutons either way: the time follows the rates, 2:1 here
+    assert compute_seconds(_conv(32, Precision.FLOAT16), htp) == pytest.approx(2 * compute_seconds(_conv(32), htp))
+    # a 4-wide output fills a float16 crouton but half of an 8-bit one
+    narrow = dataclasses.replace(_conv(32), spatial=(16, 4), macs=16 * 4 * 32 * 9 * 64)
+    assert compute_seconds(dataclasses.replace(narrow, precision=Precision.FLOAT16), htp) == pytest.approx(
+        compute_seconds(narrow, htp))
+
+
+def test_an_htp_op_reads_its_intermediates_from_vtcm():
+    work = _conv(64)
+    in_vtcm = op_cost(work, _rates(hx.Htp(vtcm_bytes=8 * MIB)))
+    assert in_vtcm.bytes == work.weight_bytes                          # activations stay on chip
+    assert op_cost(work, _rates(hx.Htp())).bytes == work.bytes          # no VTCM: the roofline's bytes
+    edged = op_cost(dataclasses.replace(work, edge_bytes=16 * 16 * 64), _rates(hx.Htp(vtcm_bytes=8 * MIB)))
+    assert edged.bytes == work.weight_bytes + 16 * 16 * 64             # the partition's input comes from DRAM
+
+
+def test_the_htp_vtcm_size_option_sets_the_vtcm_the_unit_uses():
+    soc = SoC(load_profile(S24))
+    dsp = soc.unit("dsp")
+    big = _conv(256, cin=256, hw=64)            # 1 MiB in, 1 MiB out: fits 8 MB, not 1 MB
+    assert dsp.cost(big, Scales(), None).bytes == big.weight_bytes
+    assert dsp.cost(big, Scales(vtcm_mb=1), None).bytes > big.weight_bytes + MIB // 2
+    delegate = QnnDelegate(QnnOptions(htp_vtcm_size=1), soc.profile)
+    assert delegate.unit_scales(dsp).vtcm_mb == 1
+    assert QnnDelegate(QnnOptions(), soc.profile).unit_scales(dsp) == Scales()
+
+
+# -- the profile keys ------------------------------------------------------------------------------------
+
+
+def test_the_galaxy_s24_prior_gives_its_htp_the_mechanisms():
+    dsp = load_profile(S24).unit("dsp")
+    assert dsp.mech.htp == hx.Htp(32, (8, 8), (8, 4), 8 * MIB, 384e9)
+    assert dsp.macs_per_s[Precision.FLOAT16] == dsp.macs_per_s[Precision.INT8] / 2
+
+
+def test_htp_keys_on_a_dsp_without_an_htp_are_refused_by_name():
+    data = yaml.safe_load((PROFILE_DIR / "pixel3.yaml").read_text())
+    data["units"]["dsp"]["mechanisms"] = {"vtcm_mb": 8}
+    with pytest.raises(ProfileError, match=r"units\.dsp\.mechanisms: the HTP mechanisms .* extras\.htp_arch >= 68"):
+        profile_from_dict(data, "p.yaml")
+    data["units"]["dsp"]["mechanisms"] = {"vtcm_kb": 8}
+    with pytest.raises(ProfileError, match=r"units\.dsp\.mechanisms\.vtcm_kb: unknown key.*vtcm_mb"):
+        profile_from_dict(data, "p.yaml")
+
+
+# -- one QNN graph: fused ops, and the effects on a tiny model --------------------------------------------
+
+
+def _residual() -> tuple:
+    """conv -> RELU -> conv -> ADD(residual): the RELU and the ADD follow convolutions."""
+    b = GraphBuilder("residual", 0)
+    x = b.input("input", (1, 8, 8, 32))
+    a = L.conv(b, x, 32, 1, 1, name="c0")
+    r = b.op(OpType.RELU, [a], None, "relu")
+    c = L.conv(b, r, 32, 3, 1, name="c1")
+    return b.build([b.op(OpType.ADD, [c, x], None, "add")])
+
+
+def test_activations_and_adds_after_a_convolution_are_fused():
+    graph = _residual()
+    kinds = {i: op.type for i, op in enumerate(graph.ops)}
+    fused = htp_fused_nodes(graph, range(len(graph.ops)))
+    assert {kinds[i] for i in fused} == {OpType.RELU, OpType.ADD}
+    assert htp_fused_nodes(graph, [i for i in kinds if kinds[i] is not OpType.CONV_2D]) == frozenset()
+
+
+def _dsp_ops(graph, device, **options) -> list:
+    it = Interpreter(graph=graph, device=device, num_threads=4,
+                     experimental_delegates=[QnnDelegate(QnnOptions(**options), load_profile(device))])
+    it.allocate_tensors()
+    rng = np.random.default_rng(0)
+    for t in graph.inputs:
+        tensor = graph.tensors[t]
+        it.set_tensor(t, rng.integers(-5, 5, tensor.shape).astype(tensor.dtype.np))
+    it.invoke()
+    return [iv for iv in it.simulation.soc.trace.intervals if iv.lane == "dsp" and iv.kind is Kind.OP]
+
+
+def test_fused_ops_pay_no_dispatch_only_where_the_htp_has_its_mechanisms():
+    graph = _residual()
+    fused = [iv for iv in _dsp_ops(graph, str(S24)) if iv.name in ("relu", "add")]
+    plain = [iv for iv in _dsp_ops(graph, str(PLAIN_HTP)) if iv.name in ("relu", "add")]
+    s24, generic = load_profile(S24).unit("dsp"), load_profile(PLAIN_HTP).unit("dsp")
+    assert all(iv.end - iv.start < s24.dispatch_s for iv in fused)     # linked into the convolution
+    assert all(iv.end - iv.start >= generic.dispatch_s for iv in plain)
+
+
+def _wide() -> tuple:
+    """Three 1x1 convolutions whose 96x96x64 intermediates (1.2 MB in float16) outgrow 1 MB of VTCM."""
+    b = GraphBuilder("wide", 0)
+    x = b.input("input", (1, 96, 96, 8))
+    for k, c in enumerate((64, 64, 8)):
+        x = L.conv(b, x, c, 1, 1, name=f"c{k}")
+    return b.build([x])
+
+
+def test_a_smaller_vtcm_share_sends_intermediates_to_dram():
+    graph = _wide()
+    whole = _dsp_ops(graph, str(S24))
+    small = _dsp_ops(graph, str(S24), htp_vtcm_size=1)
+    assert sum(iv.bytes for iv in small) > sum(iv.bytes for iv in whole) + MIB
+    assert sum(iv.end - iv.start for iv in small) > sum(iv.end - iv.start for iv in whole)
+
+
+def test_a_float_model_takes_longer_on_the_htp_than_its_int8_twin():
+    graph = _wide()
+    as_float = _dsp_ops(graph, str(S24))
+    as_int8 = _dsp_ops(calibrated_int8(graph, seed=1, samples=2), str(S24))
+    assert {dict(iv.args)["precision"] for iv in as_float} == {"float16"}
+    assert {dict(iv.args)["precision"] for iv in as_int8} == {"int8"}
+    ratio = sum(iv.end - iv.start for iv in as_float) / sum(iv.end - iv.start for iv in as_int8)
+    assert 1.5 < ratio <= 2.0 + 1e-9     # half the MAC rate, twice the bytes
+
+
+# -- the DMA fetches weights ahead ---------------------------------------------------------------------
+
+
+def test_weights_fetched_while_the_op_before_computes_come_off_the_memory_time():
+    # an op computing 5 s with 1 s of memory traffic banks 4 s of DMA time, capped by VTCM's room
+    assert hx.weight_prefetch(5.0, 1.0, 1.0, 0.0, 10.0) == (1.0, 4.0)
+    assert hx.weight_prefetch(5.0, 1.0, 1.0, 0.0, 3.0) == (1.0, 3.0)
+    # the next op, weight-bound (3 s of weights in 3.5 s of memory), finds 3 s fetched already
+    assert hx.weight_prefetch(0.5, 3.5, 3.0, 4.0, 10.0) == (0.5, 1.0)
+    # only weights are fetched ahead: activation traffic stays on the op's path
+    assert hx.weight_prefetch(0.0, 3.5, 1.0, 4.0, 10.0) == (2.5, 3.0)
+    assert hx.prefetch_room(8 * MIB, 4 * MIB) == 1.0            # half of VTCM at the DMA's bandwidth
+    assert hx.prefetch_room(0, 4 * MIB) == 0.0
+
+
+def test_on_the_htp_a_weight_bound_op_after_a_compute_bound_one_runs_sooner():
+    soc = SoC(load_profile(S24))
+    dsp, plain = soc.unit("dsp"), SoC(load_profile(PLAIN_HTP)).unit("dsp")
+    heavy = _conv(256, cin=256, hw=64)                                      # compute-bound
+    weights = dataclasses.replace(_conv(512, cin=512, hw=2), spatial=(2, 2))  # 2.4 MB of weights, little compute
+    bw = soc.profile.unit("dsp").bandwidth
+    light = dsp.cost(weights, Scales(), bw)
+    assert light.memory_s > light.compute_s
+    dsp.begin_graph()
+    alone = dsp.seconds(light, weights, Scales(), bw, 1)
+    dsp.begin_graph()
+    dsp.seconds(dsp.cost(heavy, Scales(), bw), heavy, Scales(), bw, 1)
+    after = dsp.seconds(light, weights, Scales(), bw, 1)
+    assert alone == light.seconds and after < alone
+    # a DSP without the HTP's mechanisms fetches nothing ahead
+    cost = plain.cost(weights, Scales(), bw)
+    plain.seconds(plain.cost(heavy, Scales(), bw), heavy, Scales(), bw, 1)
+    assert plain.seconds(cost, weights, Scales(), bw, 1) == cost.seconds
+
+
+# -- what a calibration fits ------------------------------------------------------------------------------
+
+
+def test_an_htp_fits_its_float16_rate_invoke_cost_and_vtcm_bandwidth_a_v6x_dsp_does_not():
+    from runtime.calibration.fit import candidate_params
+
+    htp = [p.name for p in candidate_params(yaml.safe_load(S24.read_text()), {"dsp"})]
+    v6x = [p.name for p in candidate_params(yaml.safe_load((PROFILE_DIR / "priors" / "pixel3.yaml").read_text()),
+                                            {"dsp"})]
+    extra = ["units.dsp.gmacs.float16", "units.dsp.invoke_us", "units.dsp.mechanisms.vtcm_gbs"]
+    assert htp == v6x + extra and not set(extra) & set(v6x)
