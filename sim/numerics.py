@@ -170,6 +170,7 @@ def op_precision(op: Op, graph: Graph, mode: NumericMode = NumericMode.REFERENCE
 _INDEX_TYPES = frozenset({DType.INT32, DType.INT64, DType.BOOL})
 # The path index work takes on a unit that lacks the mode's precision: integer first.
 _INDEX_PATHS = (Precision.INT8, Precision.FLOAT16, Precision.FLOAT32)
+_EDGE_CONVERSIONS = frozenset({OpType.QUANTIZE, OpType.DEQUANTIZE})
 
 
 def is_index_op(op: Op, graph: Graph) -> bool:
@@ -188,9 +189,12 @@ def op_precision_on(op: Op, graph: Graph, mode: NumericMode, runs: Callable[[Pre
     Index work moves a few int32 values or does integer bookkeeping; it needs no float rate. It
     keeps the mode's precision where the unit has it (so the CPU and GPU charge it as they always
     did), and elsewhere takes the unit's integer path (a DSP that only has int8 rates). Value ops
-    get op_precision unchanged: a unit without it is a placement error the caller reports."""
+    get op_precision unchanged: a unit without it is a placement error the caller reports, but for
+    the QUANTIZE / DEQUANTIZE where a quantized model meets its float inputs and outputs: an
+    integer-only accelerator that takes them (the QNN delegate's HTP, which AI Hub counts as NPU
+    layers) converts on its vector unit, charged on the same integer path."""
     precision = op_precision(op, graph, mode)
-    if runs(precision) or not is_index_op(op, graph):
+    if runs(precision) or not (is_index_op(op, graph) or op.type in _EDGE_CONVERSIONS):
         return precision
     return next((p for p in _INDEX_PATHS if runs(p)), precision)
 
