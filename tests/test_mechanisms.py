@@ -319,6 +319,31 @@ def test_nnapi_reference_kernels_run_at_the_drivers_rate_scale():
     assert t_slow > 3 * t_fast
 
 
+def _op_seconds(simulation) -> list[tuple[str, float]]:
+    from sim.trace import Kind
+
+    return [(iv.name, iv.end - iv.start) for iv in simulation.soc.trace.intervals
+            if iv.kind is Kind.OP and iv.inference >= 0]
+
+
+def test_nnapi_reference_runs_each_float_op_as_one_core_of_tflites_kernels():
+    """Android's CpuExecutor runs each op on the calling thread (OpenMP disabled, so Eigen's float
+    GEMM is single-threaded) with TFLite's optimized Conv (im2col + GEMM): on the Pixel 3 every op
+    costs what TFLite's CPU kernel costs on one thread, not a quarter of it."""
+    from runtime.interpreter.api import Interpreter
+    from sim.profile import load_profile
+
+    profile, graph = load_profile("pixel3"), _tiny()
+    _, placed, reference = _nnapi_run(profile, graph, accelerator_name="nnapi-reference", disallow_nnapi_cpu=False)
+    assert set(placed.values()) == {"cpu_big"} and len(placed) == len(graph.ops)
+    it = Interpreter(graph=graph, device=profile, num_threads=1, timing_only=True)
+    it.allocate_tensors()
+    it.simulation.invoke()
+    one_thread = _op_seconds(it.simulation)
+    assert [name for name, _ in _op_seconds(reference)] == [name for name, _ in one_thread]
+    assert [s for _, s in _op_seconds(reference)] == pytest.approx([s for _, s in one_thread], rel=1e-9)
+
+
 def test_hexagon_d32_layout_pads_depth_to_slices_of_32():
     """Hexagon NN keeps activations in depth slices of 32: 8 channels cost the DSP what 32 do."""
     eight, thirty_two = _work(_depthwise(28, 8), I8, align=32), _work(_depthwise(28, 32), I8, align=32)
