@@ -10,7 +10,7 @@ from sim import mechanisms as mx
 from sim.mechanisms import Mechanisms
 
 __all__ = ["OpClass", "Precision", "Work", "Rates", "OpCost", "op_cost", "copy_seconds",
-           "padded_channels", "dram_bytes"]
+           "padded_channels", "dram_bytes", "winograd_work"]
 
 
 class OpClass(enum.Enum):

@@ -160,6 +160,7 @@ def sram_resident(weight_bytes: int, weights_before: int, sram_bytes: float) -> 
 # (A^T m A back to a 4x4 output tile). flops_util.cc counts the middle kernel at a quarter of the
 # direct convolution's flops: 36 products per tile instead of 16 x 9.
 WINOGRAD_POINTS = 36
+# The transforms are counted as dense matrix products (no credit for the zeros and ones of B and A).
 WINOGRAD_INPUT_MACS = 2 * 6 * 6 * 6      # B^T d B: two 6x6 by 6x6 products per tile and input channel
 WINOGRAD_OUTPUT_MACS = 4 * 6 * 6 + 4 * 6 * 4  # A^T m A: (4x6)(6x6) then (4x6)(6x4) per tile and output channel
 
