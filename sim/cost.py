@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from sim import htp as hx
@@ -11,7 +11,7 @@ from sim import mechanisms as mx
 from sim.mechanisms import Mechanisms
 
 __all__ = ["OpClass", "Precision", "Work", "Rates", "OpCost", "op_cost", "copy_seconds",
-           "padded_channels", "dram_bytes"]
+           "padded_channels", "dram_bytes", "winograd_work"]
 
 
 class OpClass(enum.Enum):
@@ -59,6 +59,7 @@ class Work:
     weights_before: int = 0                    # weight bytes of the ops before it on its unit, in plan order
     spatial: tuple[int, int] = (0, 0)          # output height and width of an NHWC output (HTP croutons)
     edge_bytes: int = 0                        # bytes of its tensors that cross its partition's boundary
+    winograd_tiles: int = 0                    # 4x4 output tiles of a 3x3, stride-1, undilated convolution
 
     @property
     def bytes(self) -> int:
@@ -198,15 +199,32 @@ def im2col_seconds(work: Work, rates: Rates, bandwidth: float | None = None) -> 
     return work.im2col_rows * mech.im2col_row_s + work.im2col_bytes / bw
 
 
+def winograd_work(work: Work, rates: Rates) -> tuple[Work, int]:
+    """The work a GPU really does for a convolution it runs as Winograd F(4x4, 3x3)
+    (sim/mechanisms.winograd), and its kernel count; the op and one kernel otherwise."""
+    mech = rates.mech
+    if not (mech.enabled and mech.winograd_min_slices and work.winograd_tiles and work.gemm):
+        return work, 1
+    _, cout, depth = work.gemm
+    plan = mx.winograd(work.winograd_tiles, depth // 9, cout, mech.winograd_min_slices, mech.winograd_min_tiles)
+    if plan is None:
+        return work, 1
+    moved = plan.elements * _LANE_BYTES[work.precision] // 2
+    return replace(work, macs=plan.macs, items=plan.items, bytes_read=work.bytes_read + moved,
+                   bytes_written=work.bytes_written + moved), plan.kernels
+
+
 def op_cost(work: Work, rates: Rates, bandwidth: float | None = None) -> OpCost:
     """dispatch + max(compute, memory): compute and memory traffic overlap, as in Arm's Vela estimate.
 
     `bandwidth` overrides the unit's own when the caller knows the DRAM share it gets. A fused op
-    (linked into its producer's kernel) pays no dispatch; an op on several threads pays a fork/join."""
+    (linked into its producer's kernel) pays no dispatch; an op on several threads pays a fork/join;
+    a convolution the GPU runs as Winograd pays its three kernels and their transformed tensors."""
+    work, kernels = winograd_work(work, rates)
     threads = parallelism(work, rates)
     compute = compute_seconds(work, rates, threads)
     memory = memory_seconds(work, rates, bandwidth)
-    fixed = 0.0 if work.fused else rates.dispatch_s
+    fixed = 0.0 if work.fused else rates.dispatch_s * kernels
     if rates.mech.enabled:
         fixed += mx.fork_join_seconds(threads, rates.mech.join_s) + im2col_seconds(work, rates, bandwidth)
     return OpCost(fixed + max(compute, memory), compute, memory, fixed, dram_bytes(work, rates))

@@ -10,7 +10,7 @@ from sim.htp import Htp
 __all__ = ["Mechanisms", "ruy_threads", "depthwise_threads", "row_split", "threads_used",
            "gemm_shape_efficiency", "lane_efficiency", "cache_bandwidth", "gpu_occupancy",
            "fork_join_seconds", "reduction_items", "sram_resident", "RUY_LOG2_MACS_PER_THREAD", "DEPTHWISE_MULS_PER_THREAD",
-           "GPU_REDUCE_GROUP"]
+           "GPU_REDUCE_GROUP", "Winograd", "winograd", "WINOGRAD_POINTS"]
 
 # ruy (TFLite's GEMM library since TF 2.3, ruy/ctx.cc `GetThreadCount`): the thread count grows by
 # one power of two per 2**15 multiply-adds of the GEMM with each dimension rounded up to a power
@@ -36,7 +36,9 @@ class Mechanisms:
     im2col: convolutions other than 1x1/stride 1 first copy their patches into a GEMM operand
     (TFLite's optimized CPU Conv), which moves bytes the roofline does not count; it runs on one
     thread, one memcpy per filter row and output pixel, each paying im2col_row_s besides its bytes.
-    htp: a Hexagon NPU's tiles and VTCM (sim/htp.py); None on every other unit."""
+    htp: a Hexagon NPU's tiles and VTCM (sim/htp.py); None on every other unit.
+    winograd_min_slices / winograd_min_tiles: a GPU's Winograd F(4x4, 3x3) rule (0: never), the
+    slices of 4 channels both sides of a 3x3 convolution and the 4x4 output tiles it needs."""
 
     enabled: bool = False
     join_s: float = 0.0
@@ -49,6 +51,8 @@ class Mechanisms:
     im2col: bool = False
     im2col_row_s: float = 0.0
     htp: Htp | None = None
+    winograd_min_slices: int = 0
+    winograd_min_tiles: int = 0
 
 
 def _ceil_log2(n: int) -> int:
@@ -152,3 +156,41 @@ def sram_resident(weight_bytes: int, weights_before: int, sram_bytes: float) -> 
     if sram_bytes <= 0 or weight_bytes <= 0:
         return 0
     return max(0, min(weight_bytes, int(sram_bytes) - weights_before))
+
+
+# Winograd F(4x4, 3x3) as TFLite's GPU delegate runs it (selectors/operation_selector.cc,
+# WinogradFromNode): three kernels, winograd_4x4_to_36 (each 6x6 input tile to 36 points, B^T d B),
+# a batched 1x1 convolution over the 36 points (convolution_winograd_4x4_6x6), winograd_36_to_4x4
+# (A^T m A back to a 4x4 output tile). flops_util.cc counts the middle kernel at a quarter of the
+# direct convolution's flops: 36 products per tile instead of 16 x 9.
+WINOGRAD_POINTS = 36
+# The transforms are counted as dense matrix products (no credit for the zeros and ones of B and A).
+WINOGRAD_INPUT_MACS = 2 * 6 * 6 * 6      # B^T d B: two 6x6 by 6x6 products per tile and input channel
+WINOGRAD_OUTPUT_MACS = 4 * 6 * 6 + 4 * 6 * 4  # A^T m A: (4x6)(6x6) then (4x6)(6x4) per tile and output channel
+
+
+@dataclass(frozen=True)
+class Winograd:
+    """What a convolution costs the GPU once it is run as Winograd F(4x4, 3x3): its multiply-adds
+    (the 36-point products and both transforms), the elements of the two transformed tensors it
+    writes and reads back, its work items (36 points x tiles x output slices) and its kernels."""
+
+    macs: int
+    elements: int
+    items: int
+    kernels: int = 3
+
+
+def winograd(tiles: int, cin: int, cout: int, min_slices: int, min_tiles: int) -> Winograd | None:
+    """The Winograd plan of a 3x3, stride-1, undilated convolution over `tiles` 4x4 output tiles,
+    or None where the delegate keeps the direct kernel: it takes Winograd only when both sides have
+    at least `min_slices` slices of 4 channels and the output at least `min_tiles` tiles
+    (IsRecommendedForWinograd4x4To6x6: 32 slices and 128 tiles on Adreno 6xx, 16 and 32 on most
+    other GPUs). 256 -> 256 channels at 56x56 then costs 3.7x fewer multiply-adds."""
+    if min_slices <= 0 or tiles <= 0:
+        return None
+    if -(-cin // 4) < min_slices or -(-cout // 4) < min_slices or tiles < min_tiles:
+        return None
+    macs = tiles * (WINOGRAD_POINTS * cin * cout + WINOGRAD_INPUT_MACS * cin + WINOGRAD_OUTPUT_MACS * cout)
+    elements = 2 * WINOGRAD_POINTS * tiles * (cin + cout)   # each transformed tensor written, then read
+    return Winograd(macs, elements, WINOGRAD_POINTS * tiles * -(-cout // 4))

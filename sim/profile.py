@@ -115,7 +115,9 @@ _MECH = {"join_us": F("join_s", False, nonneg(per=MICRO)),
          "cache_gbs": F("cache_bandwidth", False, parse_positive(times=GIGA)),
          "occupancy_items": F("occupancy_items", False, nonneg()),
          "im2col": F("im2col", False, flag),
-         "im2col_row_ns": F("im2col_row_s", False, nonneg(per=1e9))}
+         "im2col_row_ns": F("im2col_row_s", False, nonneg(per=1e9)),
+         "winograd_min_slices": F("winograd_min_slices", False, parse_integer(0)),
+         "winograd_min_tiles": F("winograd_min_tiles", False, parse_integer(0))}
 
 
 MEBI = 1 << 20

@@ -139,7 +139,8 @@ def describe(op: Op, graph: Graph, shapes: Sequence[Sequence[int]], precision: P
     return Work(op.name, cls, precision, macs=macs, elem_ops=elem_ops, bytes_read=read, bytes_written=written,
                 gemm=_gemm_shape(op, ins, outs), rows=_rows(out), channels=out[-1] if out else 0,
                 im2col_bytes=_im2col_bytes(op, ins, outs, precision), im2col_rows=_im2col_rows(op, ins, outs),
-                items=_items(op, ins, outs, cls, channel_align), weight_bytes=weights, spatial=_spatial(out))
+                items=_items(op, ins, outs, cls, channel_align), weight_bytes=weights, spatial=_spatial(out),
+                winograd_tiles=_winograd_tiles(op, ins, outs))
 
 
 def _spatial(shape: Shape) -> tuple[int, int]:
@@ -223,6 +224,19 @@ def _im2col_rows(op: Op, ins: list, outs: list) -> int:
     if not _im2col_bytes(op, ins, outs, Precision.INT8):
         return 0
     return _elements(outs[0][:-1]) * ins[1][1]
+
+
+def _winograd_tiles(op: Op, ins: list, outs: list) -> int:
+    """4x4 output tiles of a convolution Winograd F(4x4, 3x3) can compute: 3x3 filter, stride 1, no
+    dilation (IsSuitableForWinograd4x4To6x6, tflite/delegates/gpu/common/winograd_util.cc); 0 otherwise."""
+    if op.type is not OpType.CONV_2D or ins[1] is None or not outs or len(outs[0]) != 4:
+        return 0
+    o = op.options
+    strides = (getattr(o, "stride_h", 1), getattr(o, "stride_w", 1))
+    dilations = (getattr(o, "dilation_h_factor", 1), getattr(o, "dilation_w_factor", 1))
+    if tuple(ins[1][1:3]) != (3, 3) or strides != (1, 1) or dilations != (1, 1):
+        return 0
+    return outs[0][0] * -(-outs[0][1] // 4) * -(-outs[0][2] // 4)
 
 
 def _gemm_shape(op: Op, ins: list, outs: list) -> tuple[int, int, int] | None:

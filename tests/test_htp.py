@@ -249,11 +249,12 @@ def test_on_the_htp_a_weight_bound_op_after_a_compute_bound_one_runs_sooner():
 # -- what a calibration fits ------------------------------------------------------------------------------
 
 
-def test_an_htp_fits_its_float16_rate_invoke_cost_and_vtcm_bandwidth_a_v6x_dsp_does_not():
+def test_an_htp_fits_its_float16_rate_invoke_cost_and_bandwidths_a_v6x_dsp_does_not():
     from runtime.calibration.fit import candidate_params
 
     htp = [p.name for p in candidate_params(yaml.safe_load(S24.read_text()), {"dsp"})]
     v6x = [p.name for p in candidate_params(yaml.safe_load((PROFILE_DIR / "priors" / "pixel3.yaml").read_text()),
                                             {"dsp"})]
-    extra = ["units.dsp.gmacs.float16", "units.dsp.invoke_us", "units.dsp.mechanisms.vtcm_gbs"]
+    extra = ["units.dsp.gmacs.float16", "units.dsp.invoke_us", "units.dsp.mechanisms.vtcm_gbs",
+             "units.dsp.bandwidth_gbs"]
     assert htp == v6x + extra and not set(extra) & set(v6x)

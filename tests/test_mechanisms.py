@@ -157,6 +157,59 @@ def test_a_global_average_pool_runs_as_a_reduction_with_a_work_group_per_output(
     assert fast == pytest.approx(slow * 4 / (4 * mx.GPU_REDUCE_GROUP))
 
 
+def _dilated_conv(h, c):
+    tensors = [_act("x", (1, h, h, c)), _const("w", (c, 3, 3, c)), _const("b", (c,)), _act("y", (1, h, h, c))]
+    op = Op(OpType.CONV_2D, (0, 1, 2), (3,), Conv2DOptions(padding=Padding.SAME, dilation_w_factor=2,
+                                                          dilation_h_factor=2))
+    return op, Graph(tuple(tensors), (op,), (0,), (3,))
+
+
+def test_winograd_tiles_only_for_3x3_stride_1_undilated_convolutions():
+    """IsSuitableForWinograd4x4To6x6: a 3x3 filter, stride 1, no dilation; 4x4 output tiles, rounded up."""
+    assert _work(_conv(56, 56, 256, 256, 3), align=4).winograd_tiles == 14 * 14
+    assert _work(_conv(30, 30, 256, 256, 3), align=4).winograd_tiles == 8 * 8
+    assert _work(_conv(56, 56, 256, 256, 3, stride=2), align=4).winograd_tiles == 0
+    assert _work(_conv(56, 56, 256, 256, 1), align=4).winograd_tiles == 0
+    assert _work(_dilated_conv(56, 256), align=4).winograd_tiles == 0
+
+
+def test_winograd_follows_the_gpu_delegates_rule_and_cuts_the_multiplies():
+    """Adreno 6xx: both sides >= 32 slices of 4 channels and >= 128 output tiles. 256 -> 256 at 56x56
+    (196 tiles) costs 36 products per tile instead of 144 plus the two transforms: 3.7x fewer."""
+    direct = 196 * 16 * 9 * 256 * 256
+    plan = mx.winograd(196, 256, 256, 32, 128)
+    assert plan.kernels == 3 and plan.items == 36 * 196 * 64
+    assert direct / plan.macs == pytest.approx(3.7, abs=0.05)
+    assert plan.elements == 2 * 36 * 196 * 512
+    assert mx.winograd(196, 124, 256, 32, 128) is None     # 31 input slices
+    assert mx.winograd(196, 256, 124, 32, 128) is None     # 31 output slices
+    assert mx.winograd(127, 256, 256, 32, 128) is None     # too few tiles
+    assert mx.winograd(196, 256, 256, 0, 0) is None        # the unit has no Winograd path
+
+
+def test_winograd_speeds_up_a_big_3x3_conv_on_the_gpu_and_leaves_a_small_one_alone():
+    """Alone: the same op with the rule on and off. The big conv's compute drops ~3.7x and it pays
+    three launches; a 64-channel conv (16 slices) keeps the direct kernel."""
+    on = dict(winograd_min_slices=32, winograd_min_tiles=128)
+    big, small = _work(_conv(56, 56, 256, 256, 3), align=4), _work(_conv(56, 56, 64, 64, 3), align=4)
+    plain, wino = op_cost(big, _rates(1, 1e15)), op_cost(big, _rates(1, 1e15, **on))
+    assert plain.compute_s / wino.compute_s == pytest.approx(3.7, abs=0.05)
+    assert wino.dispatch_s == pytest.approx(3 * plain.dispatch_s)
+    assert wino.bytes == big.bytes + 2 * 36 * 196 * 512 * 4   # the transformed tensors, written and read
+    assert op_cost(small, _rates(1, 1e15, **on)) == op_cost(small, _rates(1, 1e15))
+
+
+def test_the_adreno_phones_carry_the_adreno_winograd_rule():
+    """Pixel 3 and 4 (Adreno 630, 640): 32 slices and 128 tiles. No conv of the fitted rows
+    (MobileNet v1, SqueezeNet) meets it: the refit test (tests/test_calibrate.py) still gets the
+    shipped numbers."""
+    from sim.profile import load_profile
+
+    for phone in ("pixel3", "pixel4"):
+        mech = load_profile(phone).unit("gpu").mech
+        assert (mech.winograd_min_slices, mech.winograd_min_tiles) == (32, 128)
+
+
 def test_a_linked_add_and_relu_after_a_conv_cost_the_gpu_no_launch():
     from delegates.gpu import GpuDelegate, linked_nodes
     from runtime.interpreter.api import Interpreter
@@ -264,6 +317,31 @@ def test_nnapi_reference_kernels_run_at_the_drivers_rate_scale():
     t_fast, _, _ = _nnapi_run(android(30, devices=(fast,)), graph, disallow_nnapi_cpu=False)
     t_slow, _, _ = _nnapi_run(android(30, devices=(slow,)), graph, disallow_nnapi_cpu=False)
     assert t_slow > 3 * t_fast
+
+
+def _op_seconds(simulation) -> list[tuple[str, float]]:
+    from sim.trace import Kind
+
+    return [(iv.name, iv.end - iv.start) for iv in simulation.soc.trace.intervals
+            if iv.kind is Kind.OP and iv.inference >= 0]
+
+
+def test_nnapi_reference_runs_each_float_op_as_one_core_of_tflites_kernels():
+    """Android's CpuExecutor runs each op on the calling thread (OpenMP disabled, so Eigen's float
+    GEMM is single-threaded) with TFLite's optimized Conv (im2col + GEMM): on the Pixel 3 every op
+    costs what TFLite's CPU kernel costs on one thread, not a quarter of it."""
+    from runtime.interpreter.api import Interpreter
+    from sim.profile import load_profile
+
+    profile, graph = load_profile("pixel3"), _tiny()
+    _, placed, reference = _nnapi_run(profile, graph, accelerator_name="nnapi-reference", disallow_nnapi_cpu=False)
+    assert set(placed.values()) == {"cpu_big"} and len(placed) == len(graph.ops)
+    it = Interpreter(graph=graph, device=profile, num_threads=1, timing_only=True)
+    it.allocate_tensors()
+    it.simulation.invoke()
+    one_thread = _op_seconds(it.simulation)
+    assert [name for name, _ in _op_seconds(reference)] == [name for name, _ in one_thread]
+    assert [s for _, s in _op_seconds(reference)] == pytest.approx([s for _, s in one_thread], rel=1e-9)
 
 
 def test_hexagon_d32_layout_pads_depth_to_slices_of_32():
