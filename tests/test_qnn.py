@@ -194,6 +194,22 @@ def test_a_quantized_model_with_float_ends_stays_integer():
     assert QnnDelegate(profile=qualcomm()).numeric_mode(with_ends) == "INTEGER"
 
 
+def test_the_float_edges_of_a_quantized_model_run_on_an_htp_without_a_float32_rate():
+    """AI Hub's w8a8 files start with a QUANTIZE and end with a DEQUANTIZE, both counted as NPU ops:
+    a dsp unit with only int8 / float16 rates charges them on its integer path, not a placement error."""
+    graph = build("tiny_cnn")
+    sample = np.random.default_rng(0).standard_normal(graph.tensors[graph.inputs[0]].shape).astype(np.float32)
+    with_ends = to_int8(graph, [sample], io="float")
+    phone = load_profile(str(Path(__file__).parent.parent / "sim" / "profiles" / "priors" / "galaxy_s24.yaml"))
+    assert not phone.unit("dsp").macs_per_s.get(Precision.FLOAT32)
+    it = Interpreter(graph=with_ends, experimental_delegates=[QnnDelegate(profile=phone)], device=phone,
+                     timing_only=True)
+    it.allocate_tensors()
+    it.invoke()
+    ops = [iv for iv in it.simulation.soc.trace.intervals if iv.name in ("QUANTIZE", "DEQUANTIZE")]
+    assert ops and {iv.rail for iv in ops} == {"dsp"}
+
+
 def test_a_float_model_runs_in_float16_on_the_htp():
     graph = build("tiny_cnn")
     x = np.random.default_rng(0).standard_normal(graph.tensors[graph.inputs[0]].shape).astype(np.float32)
