@@ -90,6 +90,15 @@ class Unit:
             cost = self._cost_cache[key] = op_cost(work, self._rates(threads, scale), bandwidth)
         return cost
 
+    def share_costs(self, other: "Unit") -> bool:
+        """Remember op costs together with `other` when both have the same spec (the cost is a pure
+        function of the spec and the cache key): a calibration re-times the same plans on profiles
+        that differ in one number, and a unit that number does not touch need not cost its ops again."""
+        if other is self or other.spec != self.spec:
+            return False
+        self._cost_cache, self._rates_cache = other._cost_cache, other._rates_cache
+        return True
+
     def _rates(self, threads: int, scale: Scales) -> Rates:
         """The unit's rates for a thread count and scale, built once (every op asks for them)."""
         key = (threads, scale)
@@ -100,6 +109,12 @@ class Unit:
                 rates = dataclasses.replace(rates, dispatch_s=rates.dispatch_s * scale.dispatch)
             self._rates_cache[key] = rates
         return rates
+
+    def alone_cost(self, work: Work, scale: Scales = Scales(), threads: int = 1) -> OpCost:
+        """What `execute` charges for the op when nothing else runs on the phone (one inference
+        alone): the same cost, at the DRAM share a transfer with no other in flight is granted."""
+        scale = self.clocked(scale)
+        return self.cost(work, scale, min(self.soc.dram.alone(self.spec.bandwidth), self.spec.bandwidth), threads)
 
     # -- SimPy processes ------------------------------------------------------------------------
 
