@@ -65,6 +65,19 @@ class Work:
     def bytes(self) -> int:
         return self.bytes_read + self.bytes_written
 
+    def __hash__(self) -> int:
+        # A Work keys every op-cost cache lookup (sim/unit.py), hundreds of thousands in a calibration;
+        # its fields never change, so their hash is computed once (equality stays field by field).
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(tuple(getattr(self, f) for f in self.__dataclass_fields__))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def __getstate__(self) -> dict:
+        # the cached hash stays in this process: another (a Dask worker) hashes strings differently
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
 
 @dataclass(frozen=True)
 class Rates:

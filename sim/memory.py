@@ -31,9 +31,16 @@ class Dram:
         token = self._next
         self._next += 1
         self._demand[token] = want
-        total = sum(self._demand.values())
+        return token, self._grant(want, sum(self._demand.values()))
+
+    def alone(self, want: float) -> float:
+        """The bandwidth `acquire` grants a transfer with no other in flight (a single inference
+        on an otherwise idle phone): the same split, over its own demand only."""
+        return self._grant(want, want)
+
+    def _grant(self, want: float, total: float) -> float:
         granted = want * min(1.0, self.spec.bandwidth / total)
-        return token, min(granted, self.spec.bandwidth)
+        return min(granted, self.spec.bandwidth)
 
     def release(self, token: int, nbytes: int) -> None:
         del self._demand[token]

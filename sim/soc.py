@@ -60,9 +60,8 @@ class SoC:
         engines = self.dram.copy_engines
         engine = yield engines.get()
         try:
-            spec = self.profile.copy
-            token, granted = self.dram.acquire(spec.bandwidth)
-            seconds = copy_seconds(nbytes, min(granted, spec.bandwidth), spec.sync_s, convert_per_s)
+            token, granted = self.dram.acquire(self.profile.copy.bandwidth)
+            seconds = self._copy_seconds(nbytes, granted, convert_per_s)
             start = self.env.now
             yield self.env.timeout(seconds)
             self.dram.release(token, 2 * nbytes)  # read on one side, written on the other
@@ -73,6 +72,14 @@ class SoC:
         self.trace.add(Interval(engine, name, Kind.COPY, start, self.env.now, cpu.rail, watts, 2 * nbytes,
                                 tag.stream, tag.inference, (("payload_bytes", nbytes),)))
         return seconds
+
+    def copy_alone(self, nbytes: int, convert_per_s: float = 0.0) -> float:
+        """What `copy` charges when nothing else is in flight (one inference alone on the phone)."""
+        return self._copy_seconds(nbytes, self.dram.alone(self.profile.copy.bandwidth), convert_per_s)
+
+    def _copy_seconds(self, nbytes: int, granted: float, convert_per_s: float) -> float:
+        spec = self.profile.copy
+        return copy_seconds(nbytes, min(granted, spec.bandwidth), spec.sync_s, convert_per_s)
 
     def start_monitor(self, tick_s: float, thermal: bool = True, **options):
         """Start the periodic monitor (sim/monitor.py): it folds the trace as the run goes and, with

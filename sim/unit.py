@@ -93,6 +93,15 @@ class Unit:
             cost = self._cost_cache[key] = op_cost(work, self._rates(threads, scale), bandwidth)
         return cost
 
+    def share_costs(self, other: "Unit") -> bool:
+        """Remember op costs together with `other` when both have the same spec (the cost is a pure
+        function of the spec and the cache key): a calibration re-times the same plans on profiles
+        that differ in one number, and a unit that number does not touch need not cost its ops again."""
+        if other is self or other.spec != self.spec:
+            return False
+        self._cost_cache, self._rates_cache = other._cost_cache, other._rates_cache
+        return True
+
     def _rates(self, threads: int, scale: Scales) -> Rates:
         """The unit's rates for a thread count and scale, built once (every op asks for them)."""
         key = (threads, scale)
@@ -115,6 +124,20 @@ class Unit:
 
     def begin_graph(self) -> None:
         """A delegated partition starts on this unit (the HTP's DMA starts with nothing fetched ahead)."""
+
+    def alone_cost(self, work: Work, scale: Scales = Scales(), threads: int = 1) -> OpCost:
+        """What `execute` charges for the op when nothing else runs on the phone (one inference
+        alone): the same cost, at the DRAM share a transfer with no other in flight is granted."""
+        return self.cost(work, self.clocked(scale), self._alone_bandwidth(), threads)
+
+    def alone_seconds(self, work: Work, scale: Scales = Scales(), threads: int = 1) -> float:
+        """How long `execute` holds the unit for that op alone, through the same `seconds` (so the
+        HTP's prefetch state advances as it does in a SimPy run)."""
+        cost = self.alone_cost(work, scale, threads)
+        return self.seconds(cost, work, self.clocked(scale), self._alone_bandwidth(), threads)
+
+    def _alone_bandwidth(self) -> float:
+        return min(self.soc.dram.alone(self.spec.bandwidth), self.spec.bandwidth)
 
     # -- SimPy processes ------------------------------------------------------------------------
 

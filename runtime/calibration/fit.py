@@ -15,7 +15,7 @@ from runtime.calibration.rows import DELEGATES, Row, family_key
 from runtime.ir.yamlcheck import Key, dotted, parse
 from sim.dsp import FIRST_HTP
 
-__all__ = ["Param", "Fit", "RowSim", "Evaluator", "candidate_params", "fit", "cross_validate",
+__all__ = ["Param", "Fit", "RowSim", "Evaluator", "Counts", "candidate_params", "fit", "cross_validate",
            "load_base", "CalibrationError", "PRIOR_WEIGHT", "SPREAD", "OnStep"]
 
 # Told of work as it finishes: (done, total, label). A fit cannot know its count of simulations
@@ -125,16 +125,39 @@ def candidate_params(data: Mapping[str, Any], used: set[str]) -> list[Param]:
 # -- the simulation of one row ----------------------------------------------------------------------
 
 
+@dataclass
+class Counts:
+    """The work a calibration did, counted (what tests hold the fast path to: counts, never seconds)."""
+
+    models: int = 0          # models loaded (zoo builds, quantizations, .tflite reads)
+    plans: int = 0           # interpreters built: delegates applied, partitions formed, work described
+    profiles: int = 0        # profiles built from parameter vectors (one per evaluation of a row set)
+    summed: int = 0          # row timings summed from their cached charges, without SimPy
+    simulations: int = 0     # row timings by a SimPy run (rows whose charges depend on the run)
+    reused: int = 0          # row timings asked again at the same values, answered from the first
+
+
 class RowSim:
     """One measurement's model on the simulated phone, built once; `run(profile)` re-times it on a
     profile with other numbers (same units and devices), reusing the partitioning and the work
-    descriptions, and returns the simulated milliseconds and the units the run kept busy."""
+    descriptions, and returns the simulated milliseconds and the per-op-type milliseconds.
 
-    def __init__(self, row: Row, graph, profile):
+    A single timing-only inference alone on the phone is a plain sequence of charges (ops on units,
+    fixed calls, boundary copies), each a pure function of the profile: the re-timing sums them
+    (runtime.interpreter.executor.Executor.alone), the figures the SimPy run gives to the last bit.
+    A plan whose charges depend on the run (control flow) is simulated instead, and counted so.
+
+    Rows that differ only in the thread count share one plan (`like`): threads move no partition."""
+
+    def __init__(self, row: Row, graph, profile, like: "RowSim | None" = None, counts: Counts | None = None):
+        self.row, self.graph = row, graph
+        self.counts = counts if counts is not None else Counts()
+        if like is not None:
+            self.it, self._executor, self.used = like.it, like._executor, like.used
+            return
         from delegates.registry import parse_flags
         from runtime.interpreter.api import Interpreter
 
-        self.row, self.graph = row, graph
         delegates, rest = parse_flags(list(DELEGATES[row.delegate]) + list(row.flags), profile)
         if rest:
             raise CalibrationError(f"{row.source}: unknown delegate flags {' '.join(rest)}")
@@ -145,8 +168,14 @@ class RowSim:
         self.it = Interpreter(graph=graph, experimental_delegates=delegates, num_threads=row.threads,
                               device=profile, timing_only=True)
         self.it.allocate_tensors()
+        self.counts.plans += 1
         self._executor = self.it.simulation.executor
         self.used = self._used()
+
+    @property
+    def stateful(self) -> bool:
+        """Whether re-timing must simulate: the plan's charges depend on the run (control flow)."""
+        return bool(self._executor.control)
 
     def _used(self) -> set[str]:
         from runtime.interpreter.executor import PartitionJob
@@ -160,17 +189,36 @@ class RowSim:
             used.update(f"nnapi:{d}" for d in job.step.delegate.devices_for(job.step.partition))
         return used
 
-    def run(self, profile) -> tuple[float, dict[str, float]]:
+    def run(self, profile, soc=None) -> tuple[float, dict[str, float]]:
+        """The row on `profile` (`soc`: a phone built from it, shared by the rows of one evaluation;
+        summing charges leaves it idle)."""
+        from runtime.interpreter.delegation import DelegateStep
+        from sim.soc import SoC
+
+        for step in self.it.simulation.delegation.plan:
+            if isinstance(step, DelegateStep):  # a delegate reading its costs from the profile it was made for
+                step.delegate.use_profile(profile)
+        executor = self._executor.on(soc or SoC(profile), self.row.threads)
+        timeline = executor.alone()
+        if timeline is None:
+            return self.simulate(profile)
+        self.counts.summed += 1
+        # the per-type figures only a row with an op profile is fitted to
+        return timeline.seconds * 1e3, _per_type_summed(timeline) if self.row.per_type else {}
+
+    def simulate(self, profile) -> tuple[float, dict[str, float]]:
+        """The row's inference run by SimPy on a phone of its own (what `run` sums, where it can)."""
         from runtime.interpreter.delegation import DelegateStep
         from sim.soc import SoC
 
         simulation = self.it.simulation
         simulation.soc = SoC(profile)
         for step in simulation.delegation.plan:
-            if isinstance(step, DelegateStep):  # a delegate reading its costs from the profile it was made for
+            if isinstance(step, DelegateStep):
                 step.delegate.use_profile(profile)
-        simulation.executor = self._executor.on(simulation.soc)
+        simulation.executor = self._executor.on(simulation.soc, self.row.threads)
         seconds = simulation.invoke()
+        self.counts.simulations += 1
         return seconds * 1e3, _per_type(simulation.soc.trace)
 
 
@@ -185,19 +233,57 @@ def _per_type(trace) -> dict[str, float]:
     return out
 
 
+def _per_type_summed(timeline) -> dict[str, float]:
+    """_per_type's figures from summed charges: the ops' own intervals, outside delegated partitions."""
+    from sim.charge import Compute
+
+    out: dict[str, float] = {}
+    for c, start, end in timeline.spans():
+        if isinstance(c, Compute) and not any(k == "delegate" for k, _ in c.args):
+            out[c.work.op] = out.get(c.work.op, 0.0) + (end - start) * 1e3
+    return out
+
+
+# Per unit name, the units of this many distinct specs are kept to share op costs with: the fit's
+# current point and the Jacobian's steps away from it, which move one unit's spec each.
+_KEPT_UNITS = 4
+# Parameter vectors whose row timings are kept (a fit evaluates a few hundred; a --cv run some thousands).
+_KEPT_RESULTS = 20_000
+
+
 class Evaluator:
-    """Simulated latencies of every row for a vector of parameter values."""
+    """Simulated latencies of every row for a vector of parameter values. Each model is loaded once
+    and each (model, delegate flags) planned once, however many rows measured it."""
 
     def __init__(self, rows: Sequence[Row], data: Mapping[str, Any], source: str, models: Callable[[Row], Any],
-                 on_row: OnStep | None = None):
+                 on_row: OnStep | None = None, summed: bool = True):
+        """`summed=False` times every row by a SimPy run every time it is asked (the way calibration
+        went before rows were summed: benchmarks/calibrate_fit.py compares the two)."""
         from sim.profile import profile_from_dict
 
         self.rows, self.data, self.source = list(rows), copy.deepcopy(data), source
         self._from_dict = profile_from_dict
+        self.counts = Counts()
+        self.summed = summed
+        self._units: dict[str, list] = {}   # unit name -> units of recent evaluations, newest first
+        self._results: dict[tuple, dict[int, tuple]] = {}   # (names, values) -> row -> (ms, per type)
+        self._uncached: dict[int, tuple] = {}
         base = profile_from_dict(self.data, source)
+        graphs: dict[tuple, Any] = {}
+        plans: dict[tuple, RowSim] = {}
         self.sims = []
-        for row in self.rows:   # each builds its model and plan: seconds apiece for large models
-            self.sims.append(RowSim(row, models(row), base))
+        for row in self.rows:   # each new model builds and plans: seconds apiece for large models
+            key = model_key(row)
+            if key not in graphs:
+                graphs[key] = models(row)
+                self.counts.models += 1
+            plan = (key, row.delegate, row.flags)
+            like = plans.get(plan)
+            if like is not None and like.stateful:   # a simulated row keeps its own run count
+                like = None
+            row_sim = RowSim(row, graphs[key], base, like, self.counts)
+            plans.setdefault(plan, row_sim)
+            self.sims.append(row_sim)
             if on_row:
                 on_row(len(self.sims), len(self.rows), row.label)
 
@@ -205,12 +291,47 @@ class Evaluator:
         data = copy.deepcopy(self.data)
         for p, v in zip(params, values):
             _set(data, p.path, float(v))
+        self.counts.profiles += 1
         return self._from_dict(data, self.source)
 
     def run(self, params: Sequence[Param], values: Sequence[float],
             rows: Sequence[int] | None = None) -> list[tuple[float, dict[str, float]]]:
-        profile = self.profile(params, values)
-        return [self.sims[i].run(profile) for i in (range(len(self.sims)) if rows is None else rows)]
+        """(ms, per-type ms) of the rows (all by default) at the values. A row already timed at the
+        same values is not timed again: every cross-validation fold starts from the prior and takes
+        its first Jacobian there, and a fit ends where its last step was evaluated."""
+        chosen = list(range(len(self.sims))) if rows is None else list(rows)
+        if not self.summed:
+            profile = self.profile(params, values)
+            return [self.sims[i].simulate(profile) for i in chosen]
+        key = (tuple(p.name for p in params), tuple(float(v) for v in values))
+        known = self._results.setdefault(key, {})
+        missing = [i for i in chosen if i not in known]
+        self.counts.reused += len(chosen) - len(missing)
+        if missing:
+            profile = self.profile(params, values)
+            soc = self._soc(profile)
+            for i in missing:
+                result = self.sims[i].run(profile, soc)
+                if not self.sims[i].stateful:   # a simulated row's figures may depend on its run count
+                    known[i] = result
+                else:
+                    self._uncached[i] = result
+        out = [known[i] if i in known else self._uncached.pop(i) for i in chosen]
+        if len(self._results) > _KEPT_RESULTS:
+            self._results.clear()
+        return out
+
+    def _soc(self, profile):
+        """A phone for summing rows on; a unit the vector left as it was keeps its op costs."""
+        from sim.soc import SoC
+
+        soc = SoC(profile)
+        for name, unit in soc.units.items():
+            recent = self._units.setdefault(name, [])
+            if not any(unit.share_costs(other) for other in recent):
+                recent.insert(0, unit)
+                del recent[_KEPT_UNITS:]
+        return soc
 
 
 # -- the fit ------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import dataclasses
 import logging
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Generator, Sequence
+from typing import Callable, Generator, Iterator, Sequence
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from runtime.ir.errors import DelegateError
 from runtime.ir.graph import Graph
 from runtime.interpreter.model_state import one_pass
 from runtime.ops.opcheck_control import calls
+from sim.charge import Begin, Charge, Compute, Crossing, Hold, Timeline, sequential
 from sim.cost import OpClass, Precision, Work
 from sim.numerics import NumericMode, is_quantized, op_precision, op_precision_on
 from sim.soc import SoC
@@ -80,11 +81,14 @@ class Executor:
         self._subgraph_works: dict = {}
         self.nonfinite: Counter = Counter()   # (delegate, output tensor) -> invokes that gave NaN or inf
 
-    def on(self, soc: SoC) -> "Executor":
+    def on(self, soc: SoC, threads: int | None = None) -> "Executor":
         """The same plan on another phone with the same units (a calibration re-times one plan on
-        many profiles): the work descriptions are kept; units, scales and costs are the new phone's."""
+        many profiles): the work descriptions are kept; units, scales and costs are the new phone's.
+        `threads` re-times it at another CPU thread count (which changes no partition or work)."""
         new = copy.copy(self)
         new.soc = soc
+        if threads is not None:
+            new.threads = max(1, threads)
         new.jobs = [job if not isinstance(job, PartitionJob) else
                     _moved(job, soc)
                     for job in self.jobs]
@@ -183,18 +187,33 @@ class Executor:
 
     def inference(self, tag: Tag, math: bool = True) -> Generator:
         """One invoke: every step in plan order, charging the simulated phone as it goes."""
+        for charge in self.charges(tag, math):
+            yield from charge.run(self.soc, tag)
+
+    def charges(self, tag: Tag, math: bool = True) -> Iterator[Charge]:
+        """One invoke's charges in plan order; with `math`, each step's math runs as its charges
+        are drawn (an op's before its compute, a partition's after its inputs have crossed)."""
         cpu = self.soc.cpu
         for step, job in zip(self.plan, self.jobs):
             if isinstance(step, CpuStep):
                 if job is not None:  # None: a constant-only op, computed once at allocation
                     ran = self.run_cpu(step.op) if math else None
-                    yield from cpu.execute(job.work, tag, threads=self.threads, args=job.args)
+                    yield Compute(cpu, job.work, threads=self.threads, args=job.args)
                     if step.op in self.control:
                         yield from self._subgraph_ops(step.op, ran, tag)
             else:
-                yield from self._partition(job, tag, math)
+                yield from self._partition(job, math)
 
-    def _subgraph_ops(self, i: int, ran, tag: Tag) -> Generator:
+    def alone(self) -> Timeline | None:
+        """One timing-only invoke on an otherwise idle phone, its charges summed without SimPy
+        (sim.charge.sequential: the same costs, the same clock). None where the charges depend on
+        the invoke's place in a run (control flow charges one pass, the first run's branch
+        differing), which only the simulation itself tells."""
+        if self.control:
+            return None
+        return sequential(self.charges(Tag(), math=False), self.soc)
+
+    def _subgraph_ops(self, i: int, ran, tag: Tag) -> Iterator[Charge]:
         """A control-flow op costs what it runs: each op of its subgraphs, charged on the CPU at the
         shapes it ran at, as often as it ran (every iteration of a WHILE). Without the math
         (timing-only) nothing tells the branch or the trip count: one pass is charged instead
@@ -205,7 +224,7 @@ class Executor:
             work = self._subgraph_work(k, j, shapes)
             args = (("node", i), ("subgraph", k), ("subgraph_op", j))
             for _ in range(n):
-                yield from self.soc.cpu.execute(work, tag, threads=self.threads, args=args)
+                yield Compute(self.soc.cpu, work, threads=self.threads, args=args)
 
     def _subgraph_work(self, k: int, j: int, shapes) -> Work:
         key = (k, j, shapes)
@@ -215,7 +234,7 @@ class Executor:
             self._subgraph_works[key] = describe(op, sub, dict(shapes), op_precision(op, sub), 1)
         return self._subgraph_works[key]
 
-    def _step(self, job: PartitionJob, op: OpJob, unit: Unit, tag: Tag) -> Generator:
+    def _step(self, job: PartitionJob, op: OpJob, unit: Unit) -> Iterator[Charge]:
         """Inside one delegated partition the work moves to another unit (NNAPI's runtime splits a
         model into steps, one per driver): the op's inputs go through shared memory and the new
         driver pays its own execution call."""
@@ -223,24 +242,23 @@ class Executor:
         nbytes = sum(self._bytes(t) for t in self.graph.ops[op.op].inputs
                      if t >= 0 and not self.graph.tensors[t].is_constant)
         if nbytes:
-            yield from self.soc.copy(nbytes, f"{name} step inputs", tag)
+            yield Crossing(nbytes, f"{name} step inputs")
         seconds = hook_values.seconds(job.step.delegate, "step_seconds", job.step.delegate.step_seconds, unit.spec)
         if seconds:
-            yield from unit.hold(seconds, f"{name} step", Kind.INVOKE, tag, op.work.precision,
-                                 op.scales or job.scales)
+            yield Hold(unit, seconds, f"{name} step", Kind.INVOKE, op.work.precision, op.scales or job.scales)
 
-    def _boundary_convert(self, job: PartitionJob, tag: Tag, name: str) -> Generator:
+    def _boundary_convert(self, job: PartitionJob, name: str) -> Iterator[Charge]:
         if job.to_float:  # 8-bit <-> float at the edge of a float-view partition, on the CPU
             work = Work(name, OpClass.ELEMENTWISE, Precision.FLOAT32, elem_ops=job.to_float,
                         bytes_read=job.to_float, bytes_written=4 * job.to_float)
-            yield from self.soc.cpu.execute(work, tag, threads=self.threads)
+            yield Compute(self.soc.cpu, work, threads=self.threads)
 
-    def _partition(self, job: PartitionJob, tag: Tag, math: bool) -> Generator:
+    def _partition(self, job: PartitionJob, math: bool) -> Iterator[Charge]:
         name = job.step.delegate.name
-        yield from self._boundary_convert(job, tag, f"{name} input conversion")
+        yield from self._boundary_convert(job, f"{name} input conversion")
         moved_in = sum(b for _, b in job.inputs)
         if moved_in:
-            yield from self.soc.copy(moved_in, f"{name} inputs", tag, job.unit.spec.convert_per_s)
+            yield Crossing(moved_in, f"{name} inputs", job.unit.spec.convert_per_s)
         if math:  # watched and checked: a hang, a crash or a malformed output is a DelegateError
             outputs, nonfinite = invoke_partition(job.step, {t: self.values[t] for t, _ in job.inputs},
                                                   self.graph, self.shapes)
@@ -252,19 +270,19 @@ class Executor:
         delegate = job.step.delegate  # e.g. an NNAPI driver's execution call
         seconds = hook_values.seconds(delegate, "invoke_seconds", delegate.invoke_seconds, job.unit.spec)
         if seconds:
-            yield from job.unit.hold(seconds, f"{name} invoke", Kind.INVOKE, tag, precision, job.scales)
+            yield Hold(job.unit, seconds, f"{name} invoke", Kind.INVOKE, precision, job.scales)
         current = job.unit
-        job.unit.begin_graph()
+        yield Begin(job.unit)
         for op in job.ops:
             unit = op.unit or job.unit
             if unit is not current:  # the driver's runtime moves on to another device's step
-                yield from self._step(job, op, unit, tag)
+                yield from self._step(job, op, unit)
                 current = unit
-            yield from unit.execute(op.work, tag, op.scales or job.scales, args=op.args)
+            yield Compute(unit, op.work, op.scales or job.scales, args=op.args)
         moved_out = sum(b for _, b in job.outputs)
         if moved_out:
-            yield from self.soc.copy(moved_out, f"{name} outputs", tag, job.unit.spec.convert_per_s)
-        yield from self._boundary_convert(job, tag, f"{name} output conversion")
+            yield Crossing(moved_out, f"{name} outputs", job.unit.spec.convert_per_s)
+        yield from self._boundary_convert(job, f"{name} output conversion")
 
 
 def _moved(job: PartitionJob, soc: SoC) -> PartitionJob:
