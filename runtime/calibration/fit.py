@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from runtime.ir.errors import TestbedError
-from runtime.calibration.rows import DELEGATES, Row, family_key
+from runtime.calibration.rows import DELEGATES, Row, family_key, model_key
 from runtime.ir.yamlcheck import Key, dotted, parse
 from sim.dsp import FIRST_HTP
 
