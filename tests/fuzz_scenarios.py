@@ -225,16 +225,17 @@ def _parse(text: str) -> Any:
 
 @functools.lru_cache(maxsize=64)
 def _parsed(text: str) -> Any:
-    loader = yaml.SafeLoader(text)   # composed once and built from the same node, as safe_load does
     try:
-        node = loader.get_single_node()
-        if node is None or _expanded_size(node) > 20_000:
-            return None
-        return loader.construct_document(node)
-    except Exception:  # RecursionError for deep documents, YAMLError, constructor errors
+        loader = yaml.SafeLoader(text)   # composed once and built from the same node, as safe_load does
+        try:
+            node = loader.get_single_node()
+            if node is None or _expanded_size(node) > 20_000:
+                return None
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except Exception:  # RecursionError for deep documents, YAMLError (the reader's too), constructor errors
         return None
-    finally:
-        loader.dispose()
 
 
 def _expanded_size(root: yaml.Node) -> float:
