@@ -186,15 +186,15 @@ def _partition(model: str, phone: str, kind: str, mixed_file: Path):
 
 def verdicts(model: str, mixed_file: Path) -> frozenset[tuple]:
     """What a model shows of the delegates' support rules, on every phone and flag: each op type placed
-    on the delegate or left on the CPU, the count of partitions (0, 1, 2, 3 or more), whether the model
-    has dynamic tensors, and whether applying failed."""
+    on the delegate or left on the CPU, the count of partitions (0 to 3, or more than NNAPI's default
+    limit of 3), whether the model has dynamic tensors, and whether applying failed."""
     graph, out = _graph(_path(model, mixed_file)), set()
     dynamic = bool(dynamic_tensors(graph))
     for phone, kind in RUN_CASES:
         cut = _partition(model, phone, kind, mixed_file)
         on, report = set(cut.delegated_ops()), cut.per_delegate[-1]
         out |= {(phone, kind, op.type.name, i in on) for i, op in enumerate(graph.ops)}
-        out |= {(phone, kind, "partitions", min(report.partitions, 3)), (phone, kind, "dynamic", dynamic),
+        out |= {(phone, kind, "partitions", min(report.partitions, 4)), (phone, kind, "dynamic", dynamic),
                 (phone, kind, "failed", bool(report.error), cut.restored)}
     return frozenset(out)
 
