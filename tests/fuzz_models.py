@@ -757,9 +757,10 @@ def _subprocess_check(path: str, limit_mb: int) -> str | None:
 
 
 def worker(first: int, count: int, out_dir: Path, limit_mb: int, cli: bool, measure: bool,
-           subprocess_every: int) -> None:
-    """Run cases first..first+count-1 (case k from seed k); one JSON line per case on stdout."""
-    paths = corpus()
+           subprocess_every: int, corpus_file: Path | None = None) -> None:
+    """Run cases first..first+count-1 (case k from seed k); one JSON line per case on stdout. The corpus
+    is the one long_run listed in corpus_file (reading every fixture to find it takes seconds a worker)."""
+    paths = [Path(line) for line in corpus_file.read_text().splitlines()] if corpus_file else corpus()
     scratch = Path(tempfile.mkdtemp(prefix="dtb-fuzz-"))
     if measure:
         tracemalloc.start()
@@ -786,10 +787,13 @@ def worker(first: int, count: int, out_dir: Path, limit_mb: int, cli: bool, meas
 
 
 def long_run(cases: int, seed: int, workers: int, out_dir: Path, limit_mb: int, cli: bool, measure: bool,
-             subprocess_every: int, chunk: int = 250) -> dict:
+             subprocess_every: int, chunk: int = 250, paths: list[Path] | None = None) -> dict:
     """Run `cases` cases in worker processes (a hang that no signal interrupts kills only its
-    worker: the case is recorded and the worker restarted past it); summary in out_dir/summary.json."""
+    worker: the case is recorded and the worker restarted past it); summary in out_dir/summary.json.
+    The corpus (`paths`, or corpus()) is found once here and handed to every worker."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    corpus_file = out_dir / "corpus.txt"
+    corpus_file.write_text("".join(f"{p}\n" for p in (corpus() if paths is None else paths)))
     log = open(out_dir / "cases.jsonl", "a", encoding="utf-8")
     pending = [(s, min(chunk, seed + cases - s)) for s in range(seed, seed + cases, chunk)]
     running: list[tuple[subprocess.Popen, int, int, float, list]] = []
@@ -799,7 +803,8 @@ def long_run(cases: int, seed: int, workers: int, out_dir: Path, limit_mb: int, 
 
     def spawn(first: int, count: int):
         cmd = [sys.executable, "-m", "tests.fuzz_models", "--worker", "--first", str(first), "--count", str(count),
-               "--out", str(out_dir), "--limit-mb", str(limit_mb), "--subprocess-every", str(subprocess_every)]
+               "--out", str(out_dir), "--limit-mb", str(limit_mb), "--subprocess-every", str(subprocess_every),
+               "--corpus", str(corpus_file)]
         cmd += [] if cli else ["--no-cli"]
         cmd += ["--measure"] if measure else []
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent,
@@ -927,12 +932,13 @@ def main(argv=None) -> int:
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.replay:
         return replay(args.replay, args.limit_mb)
     if args.worker:
         worker(args.first, args.count, Path(args.out), args.limit_mb, not args.no_cli, args.measure,
-               args.subprocess_every)
+               args.subprocess_every, args.corpus)
         return 0
     summary = long_run(args.cases, args.seed, args.workers, Path(args.out), args.limit_mb, not args.no_cli,
                        args.measure, args.subprocess_every)

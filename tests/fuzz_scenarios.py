@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
+import functools
 import io
 import json
 import math
@@ -213,13 +215,26 @@ def _text_mutation(text: str, rng: random.Random) -> str:
 def _parse(text: str) -> Any:
     """The document, or None when it is broken, empty, too deep, recursive or an alias bomb. The
     harness decides this itself, without the code under test: plain PyYAML would build a bomb
-    (sharing its parts), and walking what it built would expand every alias."""
+    (sharing its parts), and walking what it built would expand every alias. A copy: the caller
+    mutates it, and the shipped files are parsed once (parsing is most of a case's cost)."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        if node is None or _expanded_size(node) > 20_000:
-            return None
-        return yaml.safe_load(text)
-    except Exception:  # RecursionError for deep documents, YAMLError, constructor errors
+        return copy.deepcopy(_parsed(text))
+    except RecursionError:   # nested deeper than copying goes: parsed afresh instead
+        return _parsed.__wrapped__(text)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str) -> Any:
+    try:
+        loader = yaml.SafeLoader(text)   # composed once and built from the same node, as safe_load does
+        try:
+            node = loader.get_single_node()
+            if node is None or _expanded_size(node) > 20_000:
+                return None
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except Exception:  # RecursionError for deep documents, YAMLError (the reader's too), constructor errors
         return None
 
 
