@@ -85,3 +85,24 @@ def test_scenario_names_are_keys():
 
     with pytest.raises(errors.TestbedError, match="model.args applies to model.zoo models only"):
         load_model(ModelSource(path="m.tflite", zoo_args={"alpha": 1}), KEYS)
+
+
+
+def test_an_op_code_set_only_in_builtin_code_reads_as_that_op():
+    """TFLite takes the larger of builtin_code and deprecated_builtin_code (schema_utils.cc GetBuiltinCode);
+    ai-edge-quantizer writes the QUANTIZE and DEQUANTIZE it adds with the deprecated field left 0."""
+    import tflite
+
+    from runtime.model.tflite_read import loads
+
+    x, y, z = (Tensor(n, (1, 4), DType.FLOAT32) for n in "xyz")
+    graph = Graph((x, y, z), (Op(OpType.MUL, (0, 0), (1,)), Op(OpType.RELU, (1,), (2,))), (0,), (2,))
+    buf = bytearray(dumps(graph))
+    model = tflite.Model.GetRootAs(buf, 0)
+    for i in range(model.OperatorCodesLength()):
+        oc = model.OperatorCodes(i)
+        field = oc._tab.Offset(4)           # deprecated_builtin_code, an int8
+        assert field and oc.DeprecatedBuiltinCode() > 0
+        buf[oc._tab.Pos + field] = 0
+    assert tflite.Model.GetRootAs(buf, 0).OperatorCodes(0).BuiltinCode() == 0     # the package's own reading
+    assert [op.type for op in loads(bytes(buf)).ops] == [OpType.MUL, OpType.RELU]

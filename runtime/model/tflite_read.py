@@ -35,6 +35,7 @@ def builtin_code(oc) -> int:
     return max(int(code), int(oc.DeprecatedBuiltinCode()))
 
 try:  # The generated schema classes; a core dependency, imported lazily for a clear message.
+    import flatbuffers
     import tflite
     from tflite.BuiltinOptions import BuiltinOptions as _UNION
     from tflite.BuiltinOptions2 import BuiltinOptions2 as _UNION2
@@ -51,6 +52,8 @@ _PARSE_ERRORS = (IndexError, KeyError, struct.error, ValueError, TypeError, Unic
 MAX_RANK = 16
 # Converted models hold a handful of subgraphs (one per branch or loop body); more is damage.
 MAX_SUBGRAPHS = 10_000
+# OperatorCode's builtin_code: its fourth field (schema.fbs), at vtable offset 4 + 2 * 3.
+_BUILTIN_CODE_FIELD = 10
 # A model stored xz-compressed (the rebuilt AI Hub models in sim/profiles/measurements/aihub/).
 XZ_SUFFIX = ".xz"
 # FlatBuffers' FLATBUFFERS_MAX_BUFFER_SIZE (flatbuffers/base.h): offsets are signed 32-bit, so no
@@ -131,6 +134,17 @@ def _empty_constants(tensors: tuple[Tensor, ...], ops, inputs) -> tuple[Tensor, 
                 and tensor.dtype.np != np.object_):
             fixed[t] = dataclasses.replace(tensor, data=np.zeros(tensor.shape, tensor.dtype.np))
     return tuple(fixed)
+
+
+def builtin_code(oc) -> int:
+    """An OperatorCode's op, as TFLite's GetBuiltinCode (tensorflow/lite/schema/schema_utils.cc) reads it:
+    the larger of `builtin_code` and `deprecated_builtin_code` (codes >= 127 live only in the first).
+    The tflite package's BuiltinCode() answers the deprecated field whenever the code is below 127,
+    so a file that sets only `builtin_code` (ai-edge-quantizer writes its QUANTIZE and DEQUANTIZE
+    that way) would read as ADD (0); the field is read raw instead."""
+    field = oc._tab.Offset(_BUILTIN_CODE_FIELD)
+    raw = oc._tab.Get(flatbuffers.number_types.Int32Flags, field + oc._tab.Pos) if field else 0
+    return max(raw, oc.DeprecatedBuiltinCode())
 
 
 def camel(name: str) -> str:
