@@ -24,7 +24,8 @@ from runtime.ir.graph import DType, Graph, Op
 from runtime.ir.optypes import OpType
 from runtime.ir.options import Activation
 from sim.cost import Precision
-from sim.dsp import FIRST_HTP, has_htp
+from sim.dsp import has_htp
+from sim.htp import FIRST_HTP
 from sim.spec import UnitKind
 
 __all__ = ["QnnDelegate", "QnnOptions", "QnnBackend", "HtpPrecision", "HtpPerformanceMode", "HtpPerfCtrlStrategy",

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from sim.cost import OpCost, Precision, Work
-from sim.htp import prefetch_room, weight_prefetch
+from sim.htp import FIRST_HTP, prefetch_room, weight_prefetch
 from sim.spec import UnitSpec
 from sim.unit import Unit
 
-__all__ = ["DspUnit", "has_htp", "FIRST_HTP"]
+__all__ = ["DspUnit", "has_htp"]
 
 
-# The first Hexagon with a tensor processor (HTP) is v68 (Snapdragon 888); LiteRT's Qualcomm SoC table
-# (litert/vendors/qualcomm/supported_soc.csv) lists SM8350 as v68, SM8550 v73, SM8650 v75, SM8750 v79.
-FIRST_HTP = 68
 
 
 class DspUnit(Unit):

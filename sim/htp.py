@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Htp", "crouton_efficiency", "hmx_efficiency", "vtcm_split", "htp_memory_seconds", "vtcm_share",
+__all__ = ["FIRST_HTP", "Htp", "crouton_efficiency", "hmx_efficiency", "vtcm_split", "htp_memory_seconds", "vtcm_share",
            "weight_prefetch", "prefetch_room"]
+
+# The first Hexagon with a tensor processor (HTP) is v68 (Snapdragon 888); LiteRT's Qualcomm SoC table
+# (litert/vendors/qualcomm/supported_soc.csv) lists SM8350 as v68, SM8550 v73, SM8650 v75, SM8750 v79.
+FIRST_HTP = 68
 
 
 @dataclass(frozen=True)

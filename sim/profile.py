@@ -14,7 +14,7 @@ from runtime.ir.optypes import OpType
 from runtime.ir.yamlcheck import Key, parse
 from sim.band import parse_error_band
 from sim.cost import OpClass, Precision
-from sim.dsp import FIRST_HTP
+from sim.htp import FIRST_HTP
 from sim.htp import Htp
 from sim.mechanisms import Mechanisms
 from sim.profile_derive import base_path, derive

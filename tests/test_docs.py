@@ -35,6 +35,10 @@ LONG = {
         "50 runs of full-size MobileNet v1 emulated in float16 and on the reference: minutes",
     "dtb calibrate sim/profiles/measurements/pixel3.csv --base pixel3 --cv":
         "43 rows refitted once per held-out model (leave-one-model-out): minutes",
+    "dtb calibrate sim/profiles/measurements/galaxy_s24.csv --base galaxy_s24 --cv *":
+        "42 rows of AI Hub's models refitted once per held-out family, and the shipped profile rewritten: minutes",
+    "dtb calibrate sim/profiles/measurements/galaxy_s24.csv --base galaxy_s24 --op_split":
+        "42 rebuilt AI Hub models decompressed and partitioned: a minute on a shared 2-core host",
     "dtb calibrate phone.log *": "reads a benchmark_model log from the reader's own phone",
     "dtb benchmark --graph m.tflite *": "the reader's model on the profile `dtb calibrate` wrote",
     "dtb eval classification *": "629 images through the CPU reference and the float16 GPU",

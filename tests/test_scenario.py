@@ -34,6 +34,13 @@ SHIPPED = {
                              for d in ("pixel3", "pixel4", "iphone_xs") for k in ("cpu", "gpu", "nnapi")],
     "sustained_camera.yaml": ["sustained_camera"],   # concurrent apps for 600 s (tests/test_apps.py)
     "sustained_camera_phones.yaml": ["device=pixel3", "device=pixel4", "device=iphone_xs"],
+    "todays_phones.yaml": [f"device={d} path=../sim/profiles/measurements/aihub/{m}_{p}.tflite.xz delegates={k}"
+                           for d in ("galaxy_s23", "galaxy_s24", "sd8_elite_qrd", "galaxy_s25")
+                           for p in ("float", "w8a8")
+                           for m in ("resnet18", "resnet50", "resnet101", "resnext50", "googlenet", "mobilenet_v2",
+                                     "mobilenet_v3_large", "squeezenet1_1", "efficientnet_b0", "regnet",
+                                     "shufflenet_v2", "densenet121")
+                           for k in ("cpu", "gpu", "qnn")],
 }
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from runtime.ir.errors import TestbedError
 from runtime.calibration.rows import DELEGATES, Row, family_key, model_key
 from runtime.ir.yamlcheck import Key, dotted, parse
-from sim.dsp import FIRST_HTP
+from sim.htp import FIRST_HTP
 
 __all__ = ["Param", "Fit", "RowSim", "Evaluator", "Counts", "candidate_params", "fit", "cross_validate",
            "load_base", "CalibrationError", "PRIOR_WEIGHT", "SPREAD", "OnStep"]
