@@ -300,10 +300,7 @@ def linked_nodes(graph, nodes) -> frozenset[int]:
     """Nodes with a run-time input that is the only use of a tensor another node of the same
     partition produced: the producer's kernel computes them in place, in one launch."""
     producer = {t: i for i in nodes for t in graph.ops[i].outputs}
-    uses: dict[int, int] = {}
-    for op in graph.ops:
-        for t in op.inputs:
-            uses[t] = uses.get(t, 0) + 1
+    uses = rk.tensor_uses(graph)
     outputs = set(graph.outputs)
     linked = set()
     for i in nodes:

@@ -415,10 +415,7 @@ def htp_fused_nodes(graph: Graph, nodes) -> frozenset[int]:
     (or a node already fused into one) of the same partition produced, in plan order."""
     members = set(nodes)
     producer = {t: i for i in nodes for t in graph.ops[i].outputs}
-    uses: dict[int, int] = {}
-    for op in graph.ops:
-        for t in op.inputs:
-            uses[t] = uses.get(t, 0) + 1
+    uses = rk.tensor_uses(graph)
     outputs = set(graph.outputs)
     fused: set[int] = set()
     for i in sorted(members):

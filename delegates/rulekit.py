@@ -12,7 +12,7 @@ from runtime.ir.options import Activation, GenericOptions
 
 __all__ = ["RuleTable", "EIGHT_BIT", "FLOATS", "rule", "doc", "judge", "tensor", "input_dtype",
            "live_tensors", "option", "activation", "is_const", "const_values", "max_version",
-           "rank_at_most", "INTEGER_KERNEL_TYPES", "off_integer_path", "integer_refusal"]
+           "rank_at_most", "INTEGER_KERNEL_TYPES", "off_integer_path", "integer_refusal", "tensor_uses"]
 
 RuleTable = Mapping[OpType, tuple[Rule, ...]]
 
@@ -141,3 +141,13 @@ def off_integer_path(op: Op, graph: Graph) -> int | None:
 def integer_refusal(graph: Graph, t: int, unit: str) -> str:
     """Why an integer unit cannot run an op touching tensor `t`: the words of the support check and of prepare."""
     return f"{graph.describe_tensor(t)} is {graph.tensors[t].dtype.name}; the {unit} runs 8-bit integer models only"
+
+
+def tensor_uses(graph) -> dict[int, int]:
+    """How many op inputs read each tensor: a tensor read once can live inside the kernel that
+    produced it (the GPU's linked nodes, the HTP's fused ones)."""
+    uses: dict[int, int] = {}
+    for op in graph.ops:
+        for t in op.inputs:
+            uses[t] = uses.get(t, 0) + 1
+    return uses
