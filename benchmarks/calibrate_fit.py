@@ -25,7 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtime.calibration.fit import Evaluator, candidate_params, cross_validate, fit, load_base  # noqa: E402
+from runtime.calibration.base import load_base  # noqa: E402
+from runtime.calibration.fit import Evaluator, candidate_params, cross_validate, fit  # noqa: E402
 from runtime.calibration.rows import Row  # noqa: E402
 from runtime.cli.calibrate import calibrate_files, row_models  # noqa: E402
 

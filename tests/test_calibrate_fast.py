@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import simpy
 
-from runtime.calibration.fit import Evaluator, candidate_params, fit, load_base
+from runtime.calibration.base import load_base
+from runtime.calibration.fit import Evaluator, candidate_params, fit
 from runtime.calibration.rows import Row
 from runtime.cli.calibrate import calibrate_files, row_models
 from sim.profile import PROFILE_DIR

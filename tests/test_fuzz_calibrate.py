@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from runtime.calibration.files import read_file
-from runtime.calibration.fit import load_base
+from runtime.calibration.base import load_base
 from runtime.calibration.rows import MAX_FIELD, MAX_ROWS, MeasurementError, read_csv, read_log
 from runtime.cli import main as cli
 from runtime.ir.errors import ProfileError

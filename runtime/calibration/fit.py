@@ -5,18 +5,17 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from runtime.ir.errors import TestbedError
 from runtime.calibration.rows import DELEGATES, Row, family_key, model_key
-from runtime.ir.yamlcheck import Key, dotted, parse
+from runtime.ir.yamlcheck import Key, dotted
 from sim.htp import FIRST_HTP
 
 __all__ = ["Param", "Fit", "RowSim", "Evaluator", "Counts", "candidate_params", "fit", "cross_validate",
-           "load_base", "CalibrationError", "PRIOR_WEIGHT", "SPREAD", "OnStep"]
+           "CalibrationError", "PRIOR_WEIGHT", "SPREAD", "OnStep"]
 
 # Told of work as it finishes: (done, total, label). A fit cannot know its count of simulations
 # ahead, so it reports against the most it may take (max_nfev residuals and Jacobians).
@@ -466,53 +465,3 @@ def cross_validate(evaluator: Evaluator, params: Sequence[Param], on_fold: OnSte
     if on_fold:
         on_fold(len(keys), len(keys), "")
     return [out[i] for i in sorted(out)]
-
-
-# -- the base profile ---------------------------------------------------------------------------
-
-
-def load_base(name_or_path: str) -> tuple[dict, dict, str, Path]:
-    """The prior a calibration starts from: a calibrated profile names its prior file, which is
-    used instead (so re-running a fit never compounds on its own output). Returns the data, its
-    line table, the YAML text and the file's path."""
-    from runtime.ir.errors import ProfileError
-    from sim.profile import resolve
-
-    path = resolve(name_or_path)
-    for _ in range(2):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ProfileError(f"{path}: cannot read the profile: {exc}") from None
-        data, lines = parse(text, str(path), ProfileError)
-        prior = _prior_of(data, lines, path)
-        if not prior:
-            return data, lines, text, path
-        path = (path.parent / prior) if not Path(prior).is_absolute() else Path(prior)
-    raise ProfileError(f"{path}: a prior profile must not itself name a prior")
-
-
-def _prior_of(data: Any, lines: Mapping, path: Path) -> str | None:
-    """The prior file a calibrated profile names (None for an uncalibrated one), after checking the
-    keys the calibration reads before the profile's own loader does: the document, name, calibration.prior."""
-    from runtime.ir.errors import ProfileError
-
-    def where(key: Key) -> str:
-        return f"{path}:{lines[key]}" if key in lines else str(path)
-
-    if not isinstance(data, dict):
-        raise ProfileError(f"{path}: a profile must be a mapping of keys, got {type(data).__name__}")
-    name = data.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise ProfileError(f"{where(('name',))}: name: must be a non-empty string (the phone's name), got "
-                           f"{'nothing' if name is None else type(name).__name__}")
-    calibration = data.get("calibration")
-    if calibration is None:
-        return None
-    if not isinstance(calibration, dict):
-        raise ProfileError(f"{where(('calibration',))}: calibration: must be a mapping, got {type(calibration).__name__}")
-    prior = calibration.get("prior")
-    if prior is not None and (not isinstance(prior, str) or not prior.strip() or "\0" in prior):
-        raise ProfileError(f"{where(('calibration', 'prior'))}: calibration.prior: must be a profile file name, got "
-                           f"{type(prior).__name__}")
-    return prior
