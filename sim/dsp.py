@@ -10,8 +10,6 @@ from sim.unit import Unit
 __all__ = ["DspUnit", "has_htp"]
 
 
-
-
 class DspUnit(Unit):
     """int8/uint8 work, and float16 where the profile gives the unit an HTP (`htp_arch` extra)
     and a float16 rate. Each delegated partition invocation pays the profile's FastRPC cost
