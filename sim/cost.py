@@ -11,7 +11,8 @@ from sim import mechanisms as mx
 from sim.mechanisms import Mechanisms
 
 __all__ = ["OpClass", "Precision", "Work", "Rates", "OpCost", "op_cost", "copy_seconds",
-           "padded_channels", "dram_bytes", "winograd_work"]
+           "padded_channels", "dram_bytes", "winograd_work", "LANE_BYTES",
+           "work_vtcm_split", "lane_share"]
 
 
 class OpClass(enum.Enum):
@@ -115,7 +116,7 @@ def _rate(table: Mapping[Precision, float], precision: Precision, what: str) -> 
     return rate
 
 
-_LANE_BYTES = {Precision.FLOAT32: 4, Precision.FLOAT16: 2, Precision.INT8: 1}
+LANE_BYTES = {Precision.FLOAT32: 4, Precision.FLOAT16: 2, Precision.INT8: 1}
 
 
 def parallelism(work: Work, rates: Rates) -> float:
@@ -134,11 +135,17 @@ def shape_efficiency(work: Work, rates: Rates) -> float:
     eff = mx.gpu_occupancy(work.items, mech.occupancy_items)
     if work.gemm is not None:
         eff *= mx.gemm_shape_efficiency(*work.gemm, mech.gemm_tile, mech.gemm_depth_overhead)
-    if work.op_class is OpClass.DEPTHWISE and mech.vector_bytes:
-        eff *= mx.lane_efficiency(work.channels, mech.vector_bytes // _LANE_BYTES[work.precision])
+    eff *= lane_share(work, mech)
     if mech.htp is not None:
         eff *= htp_efficiency(work, mech.htp)
     return eff
+
+
+def lane_share(work: Work, mech: Mechanisms) -> float:
+    """A depthwise op's share of its SIMD lanes (sim/mechanisms.lane_efficiency); 1 for the rest."""
+    if work.op_class is OpClass.DEPTHWISE and mech.vector_bytes:
+        return mx.lane_efficiency(work.channels, mech.vector_bytes // LANE_BYTES[work.precision])
+    return 1.0
 
 
 def htp_efficiency(work: Work, htp: hx.Htp) -> float:
@@ -180,11 +187,12 @@ def dram_bytes(work: Work, rates: Rates) -> int:
     """The op's bytes less the weights its unit keeps in on-chip memory (sim/mechanisms.sram_resident)
     and, on an HTP, less the activations its VTCM holds (sim/htp.vtcm_split)."""
     if rates.mech.htp is not None:
-        return _vtcm_split(work, rates.mech.htp)[0]
+        return work_vtcm_split(work, rates.mech.htp)[0]
     return work.bytes - mx.sram_resident(work.weight_bytes, work.weights_before, rates.sram_bytes)
 
 
-def _vtcm_split(work: Work, htp: hx.Htp) -> tuple[int, int]:
+def work_vtcm_split(work: Work, htp: hx.Htp) -> tuple[int, int]:
+    """(DRAM bytes, VTCM bytes) of an op on an HTP (sim/htp.vtcm_split over its activations and weights)."""
     weights = min(work.weight_bytes, work.bytes)
     return hx.vtcm_split(work.bytes - weights, work.edge_bytes, weights, htp.vtcm_bytes)
 
@@ -194,7 +202,7 @@ def memory_seconds(work: Work, rates: Rates, bandwidth: float | None = None) -> 
     an HTP, the bytes its VTCM holds at the VTCM's bandwidth."""
     bw = bandwidth or rates.bandwidth
     if rates.mech.htp is not None:
-        dram, onchip = _vtcm_split(work, rates.mech.htp)
+        dram, onchip = work_vtcm_split(work, rates.mech.htp)
         return hx.htp_memory_seconds(dram, onchip, bw, rates.mech.htp.vtcm_bandwidth)
     moved = dram_bytes(work, rates)
     if rates.mech.enabled:
@@ -222,7 +230,7 @@ def winograd_work(work: Work, rates: Rates) -> tuple[Work, int]:
     plan = mx.winograd(work.winograd_tiles, depth // 9, cout, mech.winograd_min_slices, mech.winograd_min_tiles)
     if plan is None:
         return work, 1
-    moved = plan.elements * _LANE_BYTES[work.precision] // 2
+    moved = plan.elements * LANE_BYTES[work.precision] // 2
     return replace(work, macs=plan.macs, items=plan.items, bytes_read=work.bytes_read + moved,
                    bytes_written=work.bytes_written + moved), plan.kernels
 

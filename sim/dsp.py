@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from sim.cost import OpCost, Precision, Work
+from sim.price import Priced
 from sim.htp import FIRST_HTP, prefetch_room, weight_prefetch
 from sim.spec import UnitSpec
 from sim.unit import Unit
@@ -30,13 +33,29 @@ class DspUnit(Unit):
     def seconds(self, cost: OpCost, work: Work, scale, bandwidth: float, threads: int) -> float:
         """On an HTP with its mechanisms, the op's weights may already be in VTCM: its DMA fetched
         them while the ops before it computed (sim/htp.weight_prefetch)."""
-        htp = self._rates(threads, scale).mech.htp
+        htp = self.rates_at(threads, scale).mech.htp
         if htp is None or not htp.vtcm_bytes:
             return cost.seconds
         weight_s = min(work.weight_bytes, cost.bytes) / bandwidth
         memory, self._banked = weight_prefetch(cost.compute_s, cost.memory_s, weight_s, self._banked,
                                                prefetch_room(htp.vtcm_bytes, bandwidth))
         return cost.dispatch_s + max(cost.compute_s, memory)
+
+    def run_seconds(self, priced: Priced, ops: np.ndarray, begins: bool) -> float:
+        """`seconds` over a run in order, the prefetch state carried from op to op."""
+        htp = priced.rates.mech.htp
+        if htp is None or not htp.vtcm_bytes:
+            return super().run_seconds(priced, ops, begins)
+        if begins:
+            self.begin_graph()
+        bandwidth = priced.bandwidth
+        room = prefetch_room(htp.vtcm_bytes, bandwidth)
+        total = 0.0
+        for compute, memory, dispatch, weight in zip(priced.compute[ops].tolist(), priced.memory[ops].tolist(),
+                                                     priced.dispatch[ops].tolist(), priced.weight[ops].tolist()):
+            memory, self._banked = weight_prefetch(compute, memory, weight / bandwidth, self._banked, room)
+            total += dispatch + max(compute, memory)
+        return total
 
 
 def has_htp(spec: UnitSpec) -> bool:

@@ -200,6 +200,10 @@ def _units(ctx: ProfileCtx, value: Any, path: Key) -> tuple[UnitSpec, ...]:
 
 
 def _unit(ctx: ProfileCtx, name: str, raw: Any, path: Key) -> UnitSpec:
+    return ctx.remembered(raw, path, lambda: _parse_unit(ctx, name, raw, path))
+
+
+def _parse_unit(ctx: ProfileCtx, name: str, raw: Any, path: Key) -> UnitSpec:
     f = fields(ctx, raw, path, _UNIT)
     runs = set(f["macs_per_s"])
     if set(f["elem_per_s"]) != runs:
@@ -241,6 +245,10 @@ def _devices(ctx: ProfileCtx, raw: Any, path: Key) -> tuple[NnapiDeviceSpec, ...
 
 
 def _device(ctx: ProfileCtx, raw: Any, path: Key) -> NnapiDeviceSpec:
+    return ctx.remembered(raw, path, lambda: _parse_device(ctx, raw, path))
+
+
+def _parse_device(ctx: ProfileCtx, raw: Any, path: Key) -> NnapiDeviceSpec:
     f = fields(ctx, raw, path, _DEVICE)
     if f.get("cached_compile_s", 0.0) > f.get("compile_s", 0.0):
         raise ctx.fail(path + ("cached_compile_ms",), "must not exceed compile_ms")
@@ -267,11 +275,13 @@ def _cross_check(ctx: ProfileCtx, f: Mapping[str, Any]) -> None:
 
 
 def profile_from_dict(data: Any, source: str = "<profile>",
-                      lines: Mapping[Key, int] | None = None) -> Profile:
+                      lines: Mapping[Key, int] | None = None, memo: dict | None = None) -> Profile:
     """Validate plain data (as parsed from YAML, human units) and build the Profile it describes.
 
-    `lines` maps key paths to line numbers so errors can name them; without it they name the key only."""
-    ctx = ProfileCtx(source, lines or {})
+    `lines` maps key paths to line numbers so errors can name them; without it they name the key
+    only. `memo` (sim.profile_parse.ProfileCtx.memo): sections parsed before, kept by the caller,
+    who never changes a mapping once it was parsed."""
+    ctx = ProfileCtx(source, lines or {}, memo)
     f = fields(ctx, data, (), _TOP)
     _cross_check(ctx, f)
     if f.get("thermal") is not None:

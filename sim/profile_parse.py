@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import reprlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -19,6 +20,21 @@ class ProfileCtx:
 
     source: str
     lines: Mapping[Key, int]
+    # Sections already parsed, by the identity of their raw mapping: (raw, path, value). A caller
+    # that builds many profiles from data differing in a few numbers, copying only what it changes
+    # (a calibration), shares one; a section whose mapping is the same object is not parsed again.
+    memo: dict[int, tuple[Any, Key, Any]] | None = None
+
+    def remembered(self, raw: Any, path: Key, parse: Callable[[], Any]) -> Any:
+        """parse(), or what it gave for this very mapping at this path before (with a memo)."""
+        if self.memo is None:
+            return parse()
+        hit = self.memo.get(id(raw))
+        if hit is not None and hit[0] is raw and hit[1] == path:
+            return hit[2]
+        value = parse()
+        self.memo[id(raw)] = (raw, path, value)   # raw is kept, so its id is not reused
+        return value
 
     def fail(self, path: Key, message: str) -> ProfileError:
         # A missing key has no line of its own: point at the nearest enclosing key that has one.
@@ -102,17 +118,24 @@ def parse_table(kind: type[enum.Enum], what: str, check: Check) -> Check:
     return run
 
 
+@functools.lru_cache(maxsize=None)
+def _known_names(kind: type[enum.Enum], by_name: bool) -> dict[str, enum.Enum]:
+    return {m.name if by_name else m.value: m for m in kind}
+
+
 def parse_names(kind: type[enum.Enum], what: str, by_name: bool = False) -> Check:
     """A non-empty list of distinct Enum names (op types) or values (precisions)."""
     def run(ctx: ProfileCtx, value: Any, path: Key) -> frozenset[str] | frozenset[Any]:
         if not isinstance(value, list) or not value:
             raise ctx.fail(path, f"must be a non-empty list of {what} names, got {show_value(value)}")
-        known = {m.name if by_name else m.value: m for m in kind}
+        known = _known_names(kind, by_name)
+        seen: set[str] = set()
         for i, item in enumerate(value):
             if not isinstance(item, str) or item not in known:
                 raise ctx.fail(path + (i,), f"unknown {what} {show_value(item)}")
-            if item in value[:i]:
+            if item in seen:
                 raise ctx.fail(path + (i,), f"{what} {show_value(item)} listed twice")
+            seen.add(item)
         return frozenset(value) if by_name else frozenset(known[x] for x in value)
     return run
 

@@ -6,9 +6,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Generator, Protocol
 
+import numpy as np
 import simpy
 
 from sim.cost import OpCost, Precision, Rates, Work, op_cost
+from sim.price import Priced
 from sim.htp import vtcm_share
 from sim.spec import UnitSpec
 from sim.memory import Dram
@@ -90,7 +92,7 @@ class Unit:
         if cost is None:
             if len(self._cost_cache) > 100_000:   # contended DRAM shares vary: keep the memory bounded
                 self._cost_cache.clear()
-            cost = self._cost_cache[key] = op_cost(work, self._rates(threads, scale), bandwidth)
+            cost = self._cost_cache[key] = op_cost(work, self.rates_at(threads, scale), bandwidth)
         return cost
 
     def share_costs(self, other: "Unit") -> bool:
@@ -102,7 +104,7 @@ class Unit:
         self._cost_cache, self._rates_cache = other._cost_cache, other._rates_cache
         return True
 
-    def _rates(self, threads: int, scale: Scales) -> Rates:
+    def rates_at(self, threads: int, scale: Scales) -> Rates:
         """The unit's rates for a thread count and scale, built once (every op asks for them)."""
         key = (threads, scale)
         rates = self._rates_cache.get(key)
@@ -128,16 +130,24 @@ class Unit:
     def alone_cost(self, work: Work, scale: Scales = Scales(), threads: int = 1) -> OpCost:
         """What `execute` charges for the op when nothing else runs on the phone (one inference
         alone): the same cost, at the DRAM share a transfer with no other in flight is granted."""
-        return self.cost(work, self.clocked(scale), self._alone_bandwidth(), threads)
+        return self.cost(work, self.clocked(scale), self.alone_bandwidth(), threads)
 
     def alone_seconds(self, work: Work, scale: Scales = Scales(), threads: int = 1) -> float:
         """How long `execute` holds the unit for that op alone, through the same `seconds` (so the
         HTP's prefetch state advances as it does in a SimPy run)."""
         cost = self.alone_cost(work, scale, threads)
-        return self.seconds(cost, work, self.clocked(scale), self._alone_bandwidth(), threads)
+        return self.seconds(cost, work, self.clocked(scale), self.alone_bandwidth(), threads)
 
-    def _alone_bandwidth(self) -> float:
+    def alone_bandwidth(self) -> float:
+        """The DRAM bandwidth an op gets with no other transfer in flight."""
         return min(self.soc.dram.alone(self.spec.bandwidth), self.spec.bandwidth)
+
+    def run_seconds(self, priced: Priced, ops: np.ndarray, begins: bool) -> float:
+        """Seconds of a run of ops one after another, priced as arrays (sim.price; `ops` indexes
+        them): what `alone_seconds` sums over them. `begins`: a delegated graph starts with the run."""
+        if begins:
+            self.begin_graph()
+        return float(priced.seconds[ops].sum())
 
     # -- SimPy processes ------------------------------------------------------------------------
 

@@ -75,7 +75,9 @@ def test_refitting_gives_the_shipped_profile(phone):
         got = shipped
         for key in p.path:
             got = got[key]
-        assert got == pytest.approx(float(fmt(value)), rel=1e-9), p.name
+        # to six digits: a least-squares fit's last digits follow the order of its floating-point
+        # sums and the LAPACK build, which no profile number should depend on
+        assert got == pytest.approx(float(fmt(value)), rel=1e-6), p.name
     assert shipped["calibration"]["rows"] == len(rows)
     load_profile(phone)   # and it is a valid profile
 

@@ -12,6 +12,7 @@ import numpy as np
 from runtime.ir.errors import TestbedError
 from runtime.calibration.rows import DELEGATES, Row, family_key, model_key
 from runtime.ir.yamlcheck import Key, dotted
+from sim.charge import Pricer
 from sim.htp import FIRST_HTP
 
 __all__ = ["Param", "Fit", "RowSim", "Evaluator", "Counts", "candidate_params", "fit", "cross_validate",
@@ -92,10 +93,22 @@ def _get(data: Any, path: Key) -> Any:
     return data
 
 
-def _set(data: Any, path: Key, value: float) -> None:
-    for key in path[:-1]:
-        data = data[key]
-    data[path[-1]] = value
+def _with_values(data: Any, values: Sequence[tuple[Key, float]]) -> Any:
+    """`data` with the values set at their key paths, copying only the mappings and lists on
+    those paths (the rest is shared with `data`, which is left as it was)."""
+    out = copy.copy(data)
+    copied = {id(out)}
+    for path, value in values:
+        node = out
+        for key in path[:-1]:
+            child = node[key]
+            if id(child) not in copied:
+                child = copy.copy(child)
+                node[key] = child
+                copied.add(id(child))
+            node = child
+        node[path[-1]] = value
+    return out
 
 
 def candidate_params(data: Mapping[str, Any], used: set[str]) -> list[Param]:
@@ -132,7 +145,7 @@ class Counts:
     models: int = 0          # models loaded (zoo builds, quantizations, .tflite reads)
     plans: int = 0           # interpreters built: delegates applied, partitions formed, work described
     profiles: int = 0        # profiles built from parameter vectors (one per evaluation of a row set)
-    summed: int = 0          # row timings summed from their cached charges, without SimPy
+    summed: int = 0          # row timings from their charges without SimPy (priced as arrays, or summed)
     simulations: int = 0     # row timings by a SimPy run (rows whose charges depend on the run)
     reused: int = 0          # row timings asked again at the same values, answered from the first
 
@@ -189,15 +202,31 @@ class RowSim:
             used.update(f"nnapi:{d}" for d in job.step.delegate.devices_for(job.step.partition))
         return used
 
-    def run(self, profile, soc=None) -> tuple[float, dict[str, float]]:
-        """The row on `profile` (`soc`: a phone built from it, shared by the rows of one evaluation;
-        summing charges leaves it idle)."""
+    @property
+    def priced(self) -> bool:
+        """Whether the row is re-timed by pricing its bill as arrays (sim.charge.Pricer): its
+        latency alone is fitted, and its charges do not depend on the run."""
+        return not self.row.per_type and not self.stateful
+
+    def bill(self, profile, soc):
+        """The row's charges on `soc` (built from `profile`) as a sim.charge.Bill."""
+        self._use(profile)
+        self.counts.summed += 1
+        return self._executor.on(soc, self.row.threads).bill()
+
+    def _use(self, profile) -> None:
         from runtime.interpreter.delegation import DelegateStep
-        from sim.soc import SoC
 
         for step in self.it.simulation.delegation.plan:
             if isinstance(step, DelegateStep):  # a delegate reading its costs from the profile it was made for
                 step.delegate.use_profile(profile)
+
+    def run(self, profile, soc=None) -> tuple[float, dict[str, float]]:
+        """The row on `profile` (`soc`: a phone built from it, shared by the rows of one evaluation;
+        summing charges leaves it idle)."""
+        from sim.soc import SoC
+
+        self._use(profile)
         executor = self._executor.on(soc or SoC(profile), self.row.threads)
         timeline = executor.alone()
         if timeline is None:
@@ -268,6 +297,8 @@ class Evaluator:
         self._units: dict[str, list] = {}   # unit name -> units of recent evaluations, newest first
         self._results: dict[tuple, dict[int, tuple]] = {}   # (names, values) -> row -> (ms, per type)
         self._uncached: dict[int, tuple] = {}
+        self._pricer = Pricer()
+        self._parsed: dict = {}   # the units and devices no parameter moved are not parsed again
         base = profile_from_dict(self.data, source)
         graphs: dict[tuple, Any] = {}
         plans: dict[tuple, RowSim] = {}
@@ -288,11 +319,9 @@ class Evaluator:
                 on_row(len(self.sims), len(self.rows), row.label)
 
     def profile(self, params: Sequence[Param], values: Sequence[float]):
-        data = copy.deepcopy(self.data)
-        for p, v in zip(params, values):
-            _set(data, p.path, float(v))
+        data = _with_values(self.data, [(p.path, float(v)) for p, v in zip(params, values)])
         self.counts.profiles += 1
-        return self._from_dict(data, self.source)
+        return self._from_dict(data, self.source, memo=self._parsed)
 
     def run(self, params: Sequence[Param], values: Sequence[float],
             rows: Sequence[int] | None = None) -> list[tuple[float, dict[str, float]]]:
@@ -310,7 +339,12 @@ class Evaluator:
         if missing:
             profile = self.profile(params, values)
             soc = self._soc(profile)
+            fast = [i for i in missing if self.sims[i].priced]
+            for i, seconds in zip(fast, self._pricer.seconds([self.sims[i].bill(profile, soc) for i in fast], soc)):
+                known[i] = (seconds * 1e3, {})
             for i in missing:
+                if self.sims[i].priced:
+                    continue
                 result = self.sims[i].run(profile, soc)
                 if not self.sims[i].stateful:   # a simulated row's figures may depend on its run count
                     known[i] = result

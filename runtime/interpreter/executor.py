@@ -18,7 +18,7 @@ from runtime.ir.errors import DelegateError
 from runtime.ir.graph import Graph
 from runtime.interpreter.model_state import one_pass
 from runtime.ops.opcheck_control import calls
-from sim.charge import Begin, Charge, Compute, Crossing, Hold, Timeline, sequential
+from sim.charge import Begin, Charge, Compute, Crossing, Hold, Run, Bill, Timeline, sequential
 from sim.cost import OpClass, Precision, Work
 from sim.numerics import NumericMode, is_quantized, op_precision, op_precision_on
 from sim.soc import SoC
@@ -77,6 +77,7 @@ class Executor:
         self.shapes = list(shapes)
         self._placed: Counter = Counter()   # unit -> weight bytes of the delegated ops before, in plan order
         self.jobs = [self._job(step) for step in plan]
+        self._works = _run_works(plan, self.jobs)
         self.control = frozenset(i for i, op in enumerate(graph.ops) if calls(op))  # IF, WHILE, CALL_ONCE
         self._subgraph_works: dict = {}
         self.nonfinite: Counter = Counter()   # (delegate, output tensor) -> invokes that gave NaN or inf
@@ -89,9 +90,10 @@ class Executor:
         new.soc = soc
         if threads is not None:
             new.threads = max(1, threads)
-        new.jobs = [job if not isinstance(job, PartitionJob) else
-                    _moved(job, soc)
-                    for job in self.jobs]
+        new.jobs = list(self.jobs)
+        for k, works in self._works:
+            if k >= 0:   # a partition (the CPU's jobs name no unit)
+                new.jobs[k] = _moved(self.jobs[k], soc)
         return new
 
     # -- building the jobs --------------------------------------------------------------------
@@ -254,35 +256,117 @@ class Executor:
             yield Compute(self.soc.cpu, work, threads=self.threads)
 
     def _partition(self, job: PartitionJob, math: bool) -> Iterator[Charge]:
-        name = job.step.delegate.name
-        yield from self._boundary_convert(job, f"{name} input conversion")
-        moved_in = sum(b for _, b in job.inputs)
-        if moved_in:
-            yield Crossing(moved_in, f"{name} inputs", job.unit.spec.convert_per_s)
+        yield from self._entry(job)
         if math:  # watched and checked: a hang, a crash or a malformed output is a DelegateError
+            name = job.step.delegate.name
             outputs, nonfinite = invoke_partition(job.step, {t: self.values[t] for t, _ in job.inputs},
                                                   self.graph, self.shapes)
             for t, _ in job.outputs:
                 self.values[t] = outputs[t]
             for t in nonfinite:
                 _flag_nonfinite(self.nonfinite, name, self.graph, t)
-        precision = job.ops[0].work.precision if job.ops else Precision.FLOAT32
-        delegate = job.step.delegate  # e.g. an NNAPI driver's execution call
-        seconds = hook_values.seconds(delegate, "invoke_seconds", delegate.invoke_seconds, job.unit.spec)
-        if seconds:
-            yield Hold(job.unit, seconds, f"{name} invoke", Kind.INVOKE, precision, job.scales)
+        yield from self._invoke(job)
         current = job.unit
-        yield Begin(job.unit)
         for op in job.ops:
             unit = op.unit or job.unit
             if unit is not current:  # the driver's runtime moves on to another device's step
                 yield from self._step(job, op, unit)
                 current = unit
             yield Compute(unit, op.work, op.scales or job.scales, args=op.args)
+        yield from self._exit(job)
+
+    def _entry(self, job: PartitionJob) -> Iterator[Charge]:
+        """The partition's inputs: converted at the edge where the unit computes in float, then copied in."""
+        name = job.step.delegate.name
+        yield from self._boundary_convert(job, f"{name} input conversion")
+        moved_in = sum(b for _, b in job.inputs)
+        if moved_in:
+            yield Crossing(moved_in, f"{name} inputs", job.unit.spec.convert_per_s)
+
+    def _invoke(self, job: PartitionJob) -> Iterator[Charge]:
+        """The delegate's call that starts the partition (e.g. an NNAPI driver's execution call), then its graph."""
+        precision = job.ops[0].work.precision if job.ops else Precision.FLOAT32
+        delegate = job.step.delegate
+        seconds = hook_values.seconds(delegate, "invoke_seconds", delegate.invoke_seconds, job.unit.spec)
+        if seconds:
+            yield Hold(job.unit, seconds, f"{delegate.name} invoke", Kind.INVOKE, precision, job.scales)
+        yield Begin(job.unit)
+
+    def _exit(self, job: PartitionJob) -> Iterator[Charge]:
+        name = job.step.delegate.name
         moved_out = sum(b for _, b in job.outputs)
         if moved_out:
             yield Crossing(moved_out, f"{name} outputs", job.unit.spec.convert_per_s)
         yield from self._boundary_convert(job, f"{name} output conversion")
+
+    # -- priced as arrays ---------------------------------------------------------------------
+
+    def bill(self) -> Bill | None:
+        """The charges `alone` sums, regrouped for pricing as arrays (sim.charge.Pricer): the CPU's
+        ops between partitions and each partition's ops as runs, the calls and crossings as fixed
+        seconds on this executor's phone. None where `alone` is."""
+        if self.control:
+            return None
+        runs: list[Run] = []
+        fixed = [0.0]
+        for k, works in self._works:
+            if k < 0:   # the CPU's ops between two partitions
+                runs.append(Run(self.soc.cpu.name, works, threads=self.threads))
+                continue
+            job = self.jobs[k]
+            self._billed(self._entry(job), runs, fixed)
+            begins = self._billed(self._invoke(job), runs, fixed)
+            if any(op.unit is not None for op in job.ops):   # a partition over several units: op by op
+                self._billed(self._partition_ops(job), runs, fixed, begins and job.unit)
+            else:
+                runs.append(Run(job.unit.name, works, job.scales, 1, begins))
+            self._billed(self._exit(job), runs, fixed)
+        return Bill(tuple(runs), fixed[0])
+
+    def _partition_ops(self, job: PartitionJob) -> Iterator[Charge]:
+        """_partition's ops and the steps between units, without the math."""
+        current = job.unit
+        for op in job.ops:
+            unit = op.unit or job.unit
+            if unit is not current:
+                yield from self._step(job, op, unit)
+                current = unit
+            yield Compute(unit, op.work, op.scales or job.scales, args=op.args)
+
+    def _billed(self, charges: Iterator[Charge], runs: list[Run], fixed: list[float],
+                 begun: Unit | None = None) -> bool:
+        """Adds charges to a bill; True where they end with a graph's Begin (the next run begins it).
+        `begun`: a unit whose graph began just before them (its first run begins it)."""
+        pending = False
+        for charge in charges:
+            if isinstance(charge, Compute):
+                first = begun is not None and charge.unit is begun
+                runs.append(Run(charge.unit.name, (charge.work,), charge.scale, charge.threads, first))
+                begun = None if first else begun
+            elif isinstance(charge, Begin):
+                pending = True
+            else:
+                fixed[0] += charge.alone(self.soc)
+        return pending
+
+
+def _run_works(plan: Plan, jobs: list) -> tuple[tuple[int, tuple[Work, ...]], ...]:
+    """The plan as Executor.bill walks it: (-1, the CPU's works between partitions) or (the
+    partition's job index, its ops' works). Built once per plan, so a bill on another phone
+    names the same tuples (sim.charge.Pricer knows them by identity)."""
+    out, cpu = [], []
+    for k, (step, job) in enumerate(zip(plan, jobs)):
+        if isinstance(step, CpuStep):
+            if job is not None:
+                cpu.append(job.work)
+            continue
+        if cpu:
+            out.append((-1, tuple(cpu)))
+            cpu = []
+        out.append((k, tuple(op.work for op in job.ops)))
+    if cpu:
+        out.append((-1, tuple(cpu)))
+    return tuple(out)
 
 
 def _moved(job: PartitionJob, soc: SoC) -> PartitionJob:
@@ -293,9 +377,11 @@ def _moved(job: PartitionJob, soc: SoC) -> PartitionJob:
             raise DelegateError(f"{unit.name}: another channel layout than the plan was built for")
         return new
 
-    ops = tuple(op if op.unit is None else
-                dataclasses.replace(op, unit=same(op.unit), scales=_scales(job.step, same(op.unit)))
-                for op in job.ops)
+    ops = job.ops
+    if any(op.unit is not None for op in ops):
+        ops = tuple(op if op.unit is None else
+                    dataclasses.replace(op, unit=same(op.unit), scales=_scales(job.step, same(op.unit)))
+                    for op in ops)
     unit = same(job.unit)
     return dataclasses.replace(job, unit=unit, scales=_scales(job.step, unit), ops=ops)
 
