@@ -75,8 +75,8 @@ class DelegateKernel:
 
     mode: NumericMode | str | None = None
     """The numeric mode the kernel computes in (sim.numerics.NumericMode or its name: REFERENCE,
-    FLOAT32_VIEW, FLOAT16, INTEGER); it sets the precision each op is charged at and the conformance
-    kit's tolerance.
+    FLOAT32_VIEW, FLOAT16, INTEGER, MIXED); it sets the precision each op is charged at and the
+    conformance kit's tolerance.
     When: the plan is built (each allocation); the conformance kit judges outputs.
     Default: None, a kernel of the delegate's own: charged as REFERENCE, judged with the own-kernel
     tolerance."""

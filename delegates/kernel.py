@@ -25,7 +25,8 @@ def _identity(node: Node, x: np.ndarray) -> np.ndarray:
 
 class UnitKernel(DelegateKernel):
     """Runs a delegated partition's real math as the unit would: float16, a float view of an
-    8-bit model, or integer kernels. Timing is charged separately by the simulator."""
+    8-bit model, integer kernels, or each op in its own types (mixed). Timing is charged
+    separately by the simulator."""
 
     def __init__(self, partition, mode: NumericMode | str, unit: str, float_nodes: frozenset[int] = frozenset()):
         super().__init__(partition)
@@ -48,7 +49,8 @@ class UnitKernel(DelegateKernel):
             for t in view.ops[i].inputs:
                 if t >= 0 and view.tensors[t].is_constant:
                     data = view.tensors[t].data
-                    self._constants[t] = nm.round_fp16(data) if self.mode is NumericMode.FLOAT16 else data
+                    half = self.mode in (NumericMode.FLOAT16, NumericMode.MIXED)   # float weights in float16
+                    self._constants[t] = nm.round_fp16(data) if half else data
 
     def _step(self, i: int, graph: Graph, view: Graph):
         op = view.ops[i]

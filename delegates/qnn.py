@@ -23,6 +23,7 @@ from delegates.external import CodedEnum, coerce
 from runtime.ir.graph import DType, Graph, Op
 from runtime.ir.optypes import OpType
 from runtime.ir.options import Activation
+from sim import numerics as nm
 from sim.cost import Precision
 from sim.dsp import has_htp
 from sim.htp import FIRST_HTP
@@ -296,14 +297,6 @@ def _htp_units(profile) -> list:
     return [u for u in profile.units_of(UnitKind.DSP) if has_htp(u)]
 
 
-def _computes_in_float(op: Op, graph: Graph) -> bool:
-    """A float run-time tensor other than the float side of a QUANTIZE / DEQUANTIZE, where a
-    quantized model meets the float world and still runs in integers."""
-    edge = op.inputs if op.type is OpType.QUANTIZE else op.outputs if op.type is OpType.DEQUANTIZE else ()
-    inner = [t for t in (*op.inputs, *op.outputs) if t >= 0 and t not in edge and not rk.is_const(graph, t)]
-    return any(graph.tensors[t].dtype in rk.FLOATS for t in inner)
-
-
 class QnnDelegate(BuiltinDelegate):
     """Takes what QNN's HTP backend (or its GPU backend) builds: quantized ops as integers, float ops in
     float16 on an HTP with htp_precision fp16; no partition limit."""
@@ -353,13 +346,21 @@ class QnnDelegate(BuiltinDelegate):
         return rk.judge(op, graph, TABLE, "Operation is not supported by the QNN delegate.", before=self._common)
 
     def numeric_mode(self, graph: Graph, nodes=None) -> str:
-        """HTP: float16 for a partition holding float tensors, integer kernels otherwise. GPU:
-        gpu_precision's float16 (fp16, hybrid) or float32 (fp32, user_provided of a float32 graph)."""
+        """HTP: each op in its tensors' types, as the plugin converts them: integer kernels for a
+        quantized partition, float16 for a float one, both (mixed) where a quantized partition
+        holds float ops. GPU: gpu_precision's float16 (fp16, hybrid) or float32 (fp32,
+        user_provided of a float32 graph)."""
         if self.config.backend_type is QnnBackend.GPU:
             fp32 = self.config.gpu_precision in (GpuPrecision.FP32, GpuPrecision.USER_PROVIDED)
             return "FLOAT32_VIEW" if fp32 else "FLOAT16"
         ops = [graph.ops[i] for i in (nodes if nodes is not None else range(len(graph.ops)))]
-        return "FLOAT16" if any(_computes_in_float(op, graph) for op in ops) else "INTEGER"
+        floats = [nm.computes_in_float(op, graph) for op in ops]
+        if not any(floats):
+            return "INTEGER"
+        quantized = any(not f and any(nm.is_quantized(graph.tensors[t]) for t in (*op.inputs, *op.outputs)
+                                      if t >= 0 and not graph.tensors[t].is_constant)
+                        for op, f in zip(ops, floats))
+        return "MIXED" if quantized else "FLOAT16"
 
     def fused_nodes(self, partition) -> frozenset[int]:
         """The HTP runs the partition as one QNN graph, which its backend rewrites before running:

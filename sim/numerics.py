@@ -13,7 +13,7 @@ from runtime.ir.optypes import OpType
 from sim.cost import Precision
 
 __all__ = ["NumericMode", "float_view", "is_quantized", "to_mode", "from_mode", "round_fp16",
-           "fake_quant", "op_precision", "is_conversion", "settle", "is_index_op", "op_precision_on"]
+           "fake_quant", "op_precision", "computes_in_float", "is_conversion", "settle", "is_index_op", "op_precision_on"]
 
 
 class NumericMode(enum.Enum):
@@ -25,12 +25,18 @@ class NumericMode(enum.Enum):
     FLOAT16       float16 storage and arithmetic: every input, weight and output rounded to float16
                   (a quantized model: the float view, in float16).
     INTEGER       8-bit integer kernels only (the Hexagon DSP).
+    MIXED         each op in its own tensors' types: 8-bit ops with the integer kernels, float ops
+                  in float16 (the QNN delegate's HTP graph of a quantized model with float ops, such
+                  as an ARG_MAX after the DEQUANTIZE: LiteRT's Qualcomm plugin gives every tensor
+                  its own QNN type, litert/vendors/qualcomm/compiler/qnn_compose_graph.cc
+                  ConvertTensor, so one graph holds fixed-point and float16 ops).
     """
 
     REFERENCE = "reference"
     FLOAT32_VIEW = "float32_view"
     FLOAT16 = "float16"
     INTEGER = "integer"
+    MIXED = "mixed"
 
     @classmethod
     def of(cls, mode: "NumericMode | str") -> "NumericMode":
@@ -38,6 +44,9 @@ class NumericMode(enum.Enum):
 
 
 _EIGHT_BIT = (DType.INT8, DType.UINT8)
+_FLOATS = (DType.FLOAT32, DType.FLOAT16)
+# Modes whose float values are held in float16.
+_HALF = (NumericMode.FLOAT16, NumericMode.MIXED)
 
 
 def is_quantized(tensor: Tensor) -> bool:
@@ -132,12 +141,12 @@ def to_mode(x: np.ndarray, tensor: Tensor, mode: NumericMode) -> np.ndarray:
     """A value entering a unit: dequantized for a float view, rounded for float16."""
     if mode in (NumericMode.FLOAT32_VIEW, NumericMode.FLOAT16) and is_quantized(tensor):
         x = dequantize_array(x, tensor)
-    return round_fp16(x) if mode is NumericMode.FLOAT16 else x
+    return round_fp16(x) if mode in _HALF else x
 
 
 def from_mode(x: np.ndarray, tensor: Tensor, mode: NumericMode) -> np.ndarray:
     """A value a unit produced, put back into its graph tensor's type (quantized, or float32)."""
-    if mode is NumericMode.FLOAT16:
+    if mode in _HALF:
         x = round_fp16(x)
     if mode in (NumericMode.FLOAT32_VIEW, NumericMode.FLOAT16) and is_quantized(tensor):
         return quantize_array(x, tensor)
@@ -148,11 +157,23 @@ def settle(x: np.ndarray, tensor: Tensor, mode: NumericMode) -> np.ndarray:
     """An op's output inside a unit: held in the unit's storage format between ops."""
     if mode in (NumericMode.FLOAT32_VIEW, NumericMode.FLOAT16) and is_quantized(tensor):
         x = fake_quant(x, tensor)
-    return round_fp16(x) if mode is NumericMode.FLOAT16 else x
+    return round_fp16(x) if mode in _HALF else x
+
+
+def computes_in_float(op: Op, graph: Graph) -> bool:
+    """A float run-time tensor other than the float side of a QUANTIZE / DEQUANTIZE, where a
+    quantized model meets the float world and still runs in integers."""
+    edge = op.inputs if op.type is OpType.QUANTIZE else op.outputs if op.type is OpType.DEQUANTIZE else ()
+    inner = [t for t in (*op.inputs, *op.outputs) if t >= 0 and t not in edge and not graph.tensors[t].is_constant]
+    return any(graph.tensors[t].dtype in _FLOATS for t in inner)
 
 
 def op_precision(op: Op, graph: Graph, mode: NumericMode = NumericMode.REFERENCE) -> Precision:
-    """The arithmetic an op costs on a unit: float16 mode, 8-bit data or weights, else float32."""
+    """The arithmetic an op costs on a unit: float16 mode, 8-bit data or weights, else float32. In
+    the mixed mode, float16 for an op that computes in float and the integer path for the rest
+    (fixed-point, index and conversion work alike)."""
+    if mode is NumericMode.MIXED:
+        return Precision.FLOAT16 if computes_in_float(op, graph) else Precision.INT8
     if mode is NumericMode.FLOAT16:
         return Precision.FLOAT16
     if mode is NumericMode.FLOAT32_VIEW:

@@ -20,7 +20,9 @@ from runtime.cli.main import main
 from runtime.conformance.kit import run_conformance
 from runtime.interpreter.api import Interpreter
 from runtime.interpreter.delegation import apply_delegates
+from runtime.ir.graph import DType, Graph, Op, Tensor
 from runtime.ir.optypes import OpType
+from runtime.ir.options import ArgMaxOptions
 from runtime.zoo import build
 from runtime.zoo.quantize import to_int8
 from sim.cost import Precision
@@ -208,6 +210,41 @@ def test_the_float_edges_of_a_quantized_model_run_on_an_htp_without_a_float32_ra
     it.invoke()
     ops = [iv for iv in it.simulation.soc.trace.intervals if iv.name in ("QUANTIZE", "DEQUANTIZE")]
     assert ops and {iv.rail for iv in ops} == {"dsp"}
+
+
+def _int8_with_a_float_argmax():
+    """tiny_cnn in int8 with float I/O and an ARG_MAX on its float output, as AI Hub's w8a8
+    segmentation files end (DEQUANTIZE, then the class index per pixel in float)."""
+    graph = build("tiny_cnn")
+    sample = np.random.default_rng(0).standard_normal(graph.tensors[graph.inputs[0]].shape).astype(np.float32)
+    q = to_int8(graph, [sample], io="float")
+    out = q.outputs[0]
+    axis = Tensor("argmax_axis", (1,), DType.INT32, data=np.array([len(q.tensors[out].shape) - 1], np.int32))
+    index = Tensor("argmax", q.tensors[out].shape[:-1], DType.INT32)
+    tensors = (*q.tensors, axis, index)
+    ops = (*q.ops, Op(OpType.ARG_MAX, (out, len(q.tensors)), (len(q.tensors) + 1,), ArgMaxOptions(DType.INT32.code)))
+    return Graph(tensors, ops, q.inputs, (len(q.tensors) + 1,), q.name + "+argmax", q.signatures), sample
+
+
+def test_a_quantized_model_with_a_float_tail_keeps_its_integer_ops_integer():
+    """One QNN graph, each op in its own tensors' types: the convolutions in int8, the ARG_MAX after
+    the DEQUANTIZE in float16, where the whole partition used to be charged in float16."""
+    graph, sample = _int8_with_a_float_argmax()
+    phone = load_profile(HTP_PHONE)
+    delegate = QnnDelegate(profile=phone)
+    assert delegate.numeric_mode(graph) == "MIXED"
+    outs, precisions = [], {}
+    for delegates in ([], [delegate]):
+        it = Interpreter(graph=graph, experimental_delegates=delegates, device=phone)
+        it.allocate_tensors()
+        it.set_tensor(graph.inputs[0], sample)
+        it.invoke()
+        outs.append(it.get_tensor(graph.outputs[0]))
+        for iv in it.simulation.soc.trace.intervals:
+            if iv.rail == "dsp" and iv.name in ("CONV_2D", "ARG_MAX", "QUANTIZE"):
+                precisions.setdefault(iv.name, set()).add(dict(iv.args)["precision"])
+    assert precisions == {"CONV_2D": {"int8"}, "QUANTIZE": {"int8"}, "ARG_MAX": {"float16"}}
+    np.testing.assert_array_equal(outs[1], outs[0])   # integer ops exact; float16 keeps a clear argmax
 
 
 def test_a_float_model_runs_in_float16_on_the_htp():

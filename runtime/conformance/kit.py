@@ -48,6 +48,7 @@ TOLERANCES: dict[NumericMode | None, Tolerance] = {
                                    "such roundings adding up across a reduction, and stays far below a "
                                    "wrong result; 8-bit outputs: as the float32 view"),
     NumericMode.INTEGER: Tolerance(0.0, 0, "TFLite's integer arithmetic is exact"),
+    NumericMode.MIXED: Tolerance(1e-2, 2, "integer ops exact, float ops in float16: as float16"),
     None: Tolerance(1e-4, 1, "a kernel of the delegate's own: float32 in any summation order, one "
                              "rounding step on 8-bit outputs"),
 }
