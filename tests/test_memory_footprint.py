@@ -123,3 +123,36 @@ def test_scenario_records_have_the_memory_section(tmp_path):
     assert gpu["memory"]["cpu_arena_bytes"] < cpu["memory"]["cpu_arena_bytes"]
     rows = {row["node"]: row["mem_bytes"] for row in cpu["per_op"]}
     assert sum(rows.values()) > 0
+
+
+def _upsampled(side: int):
+    """A 64x64x8 float input resized to side x side: kilobytes in, hundreds of megabytes out."""
+    import numpy as np
+
+    from runtime.ir.graph import DType, Graph, Op, Tensor
+    from runtime.ir.optypes import OpType
+    from runtime.ir.options import ResizeNearestNeighborOptions
+
+    tensors = (Tensor("x", (1, 64, 64, 8), DType.FLOAT32),
+               Tensor("size", (2,), DType.INT32, data=np.array([side, side], np.int32)),
+               Tensor("y", (1, side, side, 8), DType.FLOAT32))
+    op = Op(OpType.RESIZE_NEAREST_NEIGHBOR, (0, 1), (2,), ResizeNearestNeighborOptions())
+    return Graph(tensors, (op,), (0,), (2,), name="upsampled")
+
+
+def test_a_timing_only_plan_is_held_to_what_it_allocates():
+    """Timing-only, no op's math runs: a model whose activations exceed the limit is still timed
+    (Qualcomm AI Hub's UNet needed 26 GiB by the full plan's count); run for real, it is refused."""
+    from runtime.ir.errors import ModelError
+
+    graph, limit = _upsampled(4096), 64 << 20     # a 512 MiB output against a 64 MiB limit
+    with pytest.raises(ModelError, match="above the memory limit of 64.0 MiB"):
+        Interpreter(graph=graph, memory_limit=limit)
+    phone = load_profile("pixel4")
+    for delegates in ([], [make_delegate("gpu", phone)]):
+        it = Interpreter(graph=graph, device=phone, timing_only=True, memory_limit=limit,
+                         experimental_delegates=delegates)
+        it.allocate_tensors()
+        it.invoke()
+        assert [iv.name for iv in it.simulation.soc.trace.intervals if iv.kind.value == "op"] == \
+            ["RESIZE_NEAREST_NEIGHBOR"]

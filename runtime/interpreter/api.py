@@ -125,8 +125,10 @@ class Interpreter:
                                      run_steps, lambda: self._limit - self._need.total, while_limit)
             plan, self.estimated_ops = build_plan(graph, timing_only, self._state)
             self._folded, self._plan = split_constant(graph, plan)
-            # Before anything is allocated (delegates prepare below): the plan's bytes, held to the limit.
-            self._need = memory.plan_need(graph, checked.shapes)
+            # Before anything is allocated (delegates prepare below): the plan's bytes, held to the
+            # limit; a timing-only plan allocates no activation (its ops' math never runs).
+            self._need = (memory.timing_need(graph, checked.shapes, (step.index for step in self._folded))
+                          if timing_only else memory.plan_need(graph, checked.shapes))
             memory.check_need(self._need, self._limit, graph.label)
             self._state.check_memory()
         self._shapes = [t.shape for t in graph.tensors]
@@ -147,7 +149,9 @@ class Interpreter:
             self._state.recording = True  # the simulation charges the ops control flow runs
             delegated = delegated_ops(self._sim)
             if delegated:
-                self._need = memory.plan_need(graph, checked.shapes, delegated)
+                folded = (step.index for step in self._folded)
+                self._need = (memory.timing_need(graph, checked.shapes, folded, delegated) if timing_only
+                              else memory.plan_need(graph, checked.shapes, delegated))
                 memory.check_need(self._need, self._limit, graph.label, "the model with its delegates")
 
     # -- construction ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from runtime.ir.optypes import OpType
 from runtime.ir.options import Padding, options_or_default
 
 __all__ = ["ENV_VAR", "Need", "default_limit", "limit_scope", "resolve_limit", "format_bytes", "plan_need",
-           "check_need", "op_scratch", "array_bytes"]
+           "timing_need", "check_need", "op_scratch", "array_bytes"]
 
 ENV_VAR = "DTB_MEMORY_LIMIT_MB"
 _FALLBACK = 4 << 30  # where the machine does not say how much memory it has
@@ -140,6 +140,30 @@ def plan_need(graph: Graph, shapes: Sequence[Shape], delegated: Iterable[int] = 
         touched.update(t for t in (*op.inputs, *op.outputs) if t >= 0)
         delegate += op_scratch(graph, i, shapes.__getitem__)[0]
     delegate += sum(math.prod(shapes[t]) * max(4, tensors[t].dtype.np.itemsize) for t in touched)
+    return Need(constants, activations, kept + peak, delegate, largest, largest_bytes)
+
+
+def timing_need(graph: Graph, shapes: Sequence[Shape], folded: Iterable[int], delegated: Iterable[int] = ()) -> Need:
+    """What a timing-only plan holds: no op's math runs at invoke, so nothing is allocated but the
+    constants, the graph's inputs, what folding the constant-only ops computes once at allocation
+    (their outputs, their scratch and the largest one's temporaries) and the copies of their
+    weights the delegates' kernels keep (`delegated`: op indices, as float32 at most). A model
+    whose activations would not fit can still be timed."""
+    tensors = graph.tensors
+    folded = list(folded)
+    constants = sum(t.data.nbytes for t in tensors if t.is_constant)
+    held = [*graph.inputs, *(t for i in folded for t in graph.ops[i].outputs if t >= 0)]
+    activations = sum(array_bytes(shapes[t], tensors[t].dtype.np.itemsize) for t in set(held)
+                      if not tensors[t].is_constant)
+    kept = peak = 0
+    for i in folded:
+        keep, temp = op_scratch(graph, i, shapes.__getitem__)
+        kept, peak = kept + keep, max(peak, temp)
+    weights = {t for i in delegated for t in graph.ops[i].inputs if t >= 0 and tensors[t].is_constant}
+    delegate = sum(math.prod(shapes[t]) * max(4, tensors[t].dtype.np.itemsize) for t in weights)
+    parts = [("the constants", constants), ("the inputs and folded outputs", activations), ("scratch", kept + peak),
+             ("the delegates' weights", delegate)]
+    largest, largest_bytes = max(parts, key=lambda p: p[1])
     return Need(constants, activations, kept + peak, delegate, largest, largest_bytes)
 
 
