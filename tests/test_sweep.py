@@ -24,6 +24,7 @@ from runtime.sweep import runner
 from runtime.scenario import load as scenario_module
 
 from runtime.sweep import executors as sweep
+from runtime.sweep import guard
 from runtime.cli.main import main
 from runtime.sweep.runner import run_file
 
@@ -200,8 +201,8 @@ def test_over_100000_cells_stop_before_the_matrix_is_expanded(tmp_path, capsys, 
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert f"{path}: 100,032 cells, about " in err and "pass --yes to run it anyway" in err
     assert not (tmp_path / "out").exists()
-    sweep.guard_count(path, yes=True)                # --yes lets it through to the loader
-    assert sweep.count_cells(path) == 100_032 <= limits.MAX_CELLS
+    guard.guard_count(path, yes=True)                # --yes lets it through to the loader
+    assert guard.count_cells(path) == 100_032 <= limits.MAX_CELLS
 
 
 def test_a_run_estimated_at_hours_stops_before_anything_runs(tmp_path, capsys, monkeypatch):

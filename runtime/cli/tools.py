@@ -20,7 +20,8 @@ from runtime.cli.profile_tables import Stat
 from runtime.ir.errors import TestbedError
 from runtime.interpreter.api import Interpreter
 from runtime.report.status import CellStatus, delegates_status, record_status
-from runtime.sweep.executors import GUARD_CELLS, executor_arg
+from runtime.sweep.executors import executor_arg
+from runtime.sweep.guard import GUARD_CELLS
 
 __all__ = ["add_parsers", "OutputMismatches"]
 
@@ -316,7 +317,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
 def _check_run(args: argparse.Namespace) -> int:
     """dtb run --check: every cell checked, its label listed, and the run's estimated host time; nothing run."""
     from runtime.sweep.runner import check_file
-    from runtime.sweep.executors import HOW, duration, estimate
+    from runtime.sweep.guard import HOW, duration, estimate
 
     cells = check_file(args.scenario, args.allow_external_delegates, args.allow_paths_outside_output)
     print(f"{args.scenario}: {len(cells)} cell(s) checked, nothing run")

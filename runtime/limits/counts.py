@@ -16,7 +16,7 @@ MAX_THREADS = 64             # cpu.threads (the interpreter's -1 means 64 on the
 # A hard cap for memory: every cell is a checked Scenario held until the run ends, about 2 KB each
 # (`dtb run --check` on 100,032 cells: 28-55 s, 330-370 MB at its peak, on 2 shared cores; so 500,000
 # cells take about 1.2 GB). Over 100,000 cells, or an estimated hour of host time, `dtb run` asks for
-# --yes first, before the matrix is expanded (runtime/sweep/executors.py).
+# --yes first, before the matrix is expanded (runtime/sweep/guard.py).
 MAX_CELLS = 500_000          # matrix cells of one scenario file
 MAX_INFERENCES = 1_000_000   # cells x streams x (warmup + count) over one scenario file (bounds trace.json)
 MAX_EXPANSION = 10_000_000   # matrix cells x values in the document: what expanding the matrix copies

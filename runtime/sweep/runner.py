@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from runtime.sweep import executors as sweep
+from runtime.sweep import guard
 from runtime.sweep.app_streams import check_apps, run_apps
 # Some of these are used here; the rest stay importable from runtime.sweep.runner for the dtb commands and
 # the tests (PROFILES: a test empties the profile cache through it).
@@ -140,8 +141,8 @@ def run_file(path: str | os.PathLike, out_dir: str | os.PathLike, progress: Prog
              budget: float | None = None, cell_timeout: float | None = None,
              allow_paths_outside_output: bool = False) -> dict:
     """Every cell of a scenario file; writes results.json, results.csv, trace.json and report.md
-    (and manifest.json, written last). Before any cell runs: a sweep of over sweep.GUARD_CELLS cells
-    or estimated at an hour or more is refused unless `yes` (runtime/sweep/executors.py), the output folder is
+    (and manifest.json, written last). Before any cell runs: a sweep of over guard.GUARD_CELLS cells
+    or estimated at an hour or more is refused unless `yes` (runtime/sweep/guard.py), the output folder is
     checked and locked, the scenario loaded and every cell checked; a folder holding another
     scenario's results is refused unless `overwrite` (runtime/sweep/outdir.py). Each cell goes into the
     folder's results.db as it finishes, and `resume` skips the cells it holds (runtime/sweep/results_db.py);
@@ -158,11 +159,11 @@ def run_file(path: str | os.PathLike, out_dir: str | os.PathLike, progress: Prog
 
     out = Path(out_dir)
     check_output_path(out)
-    sweep.guard_count(path, yes)          # before the matrix is expanded
+    guard.guard_count(path, yes)          # before the matrix is expanded
     with sweep.CellPool(executor, workers) as pool:   # a LocalCluster starts beside the loading
         cells = check_file(path, allow_external_delegates, allow_paths_outside_output)
         placed = place_cache_dirs(cells, out, allow_paths_outside_output)   # run so; the cells' keys stay as written
-        sweep.guard_time(path, cells, yes)
+        guard.guard_time(path, cells, yes)
         with ResultsFolder(out, path, overwrite) as folder, CellStore(out, path, cells, resume, overwrite) as store:
             def done(k: int, record_json: str, events: bytes) -> None:
                 store.put(k, record_json, events)
