@@ -65,7 +65,8 @@ def test_a_benchmark_log_reads_back_as_the_row_it_measured():
 
 # -- the shipped profiles are the fits of the shipped measurements -------------------------------------
 
-@pytest.mark.parametrize("phone", ["pixel3", "pixel4", "iphone_xs", "galaxy_s23", "galaxy_s24", "sd8_elite_qrd"])
+@pytest.mark.parametrize("phone", ["pixel3", "pixel4", "iphone_xs", "galaxy_s23", "galaxy_s24", "sd8_elite_qrd",
+                                   "sd8_elite_gen5_qrd", "sd7_gen4_qrd"])
 def test_refitting_gives_the_shipped_profile(phone):
     rows, (data, lines, text, path), evaluator, params = calibrate_files([str(MEASUREMENTS / f"{phone}.csv")], phone)
     assert path == PROFILE_DIR / "priors" / f"{phone}.yaml"       # a calibrated profile starts from its prior

@@ -118,7 +118,7 @@ PHONES = ["pixel3", "pixel4", "iphone_xs"]
 NOT_A_PHONE = {"generic"}   # round numbers for no real device: nothing to take a thermal model from
 # Today's Snapdragon phones have no thermal section yet (their clock tables and trips are not written):
 # a sustained scenario runs them at their nominal clocks. Listed so that the gap is a decision, not a miss.
-NO_THERMAL_YET = {"galaxy_s23", "galaxy_s24", "sd8_elite_qrd", "galaxy_s25"}
+NO_THERMAL_YET = {"galaxy_s23", "galaxy_s24", "sd8_elite_qrd", "galaxy_s25", "sd8_elite_gen5_qrd", "sd7_gen4_qrd"}
 
 
 def _gpu_thermal(phone: str) -> UnitThermal:
