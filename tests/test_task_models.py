@@ -147,7 +147,7 @@ def test_matches_litert_reference(name, oracle):
 
 
 @pytest.mark.parametrize("name", list(MODELS), ids=_ids(MODELS))
-def test_runs_on_every_phone_under_every_delegate(name):
+def test_runs_on_every_phone_under_every_delegate(name, reads_once):
     run_everywhere(tflite_io.load(FIXTURES / name), name)
 
 
@@ -180,10 +180,11 @@ def shipped_phones() -> dict:
 
 @pytest.fixture
 def reads_once(monkeypatch, shipped_phones):
-    """The in-process `dtb benchmark` runs below read their model file once per test and each shipped
-    phone once per module, not on every one of a model's twelve runs: reading the .tflite and parsing
-    the profile's YAML were over half of each run. The first run of each reads it as a user's run does;
-    a Graph and a Profile are frozen, and `dtb run` shares one Profile among its cells the same way."""
+    """The in-process `dtb benchmark` runs read their model file once per test and each shipped phone
+    once per module, not on every one of a model's twelve runs (reading the .tflite and parsing the
+    profile's YAML were over half of each run); run_everywhere's phones are read once per module too.
+    The first run of each reads it as a user's run does; a Graph and a Profile are frozen, and
+    `dtb run` shares one Profile among its cells the same way."""
     import sim.profile
     from runtime.cli import common
 
