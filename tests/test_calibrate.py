@@ -138,14 +138,14 @@ def model_files(tmp_path_factory) -> list[Path]:
     measured at three thread counts in each, and a zoo run builds its model anew every time
     (MobileNet v1 1.0's uint8 calibration runs the float model on samples). A zoo model's own log
     line is read back in test_a_benchmark_log_reads_back_as_the_row_it_measured."""
-    from runtime.model.loader import ModelSource, load_model, parse_zoo_args
+    from runtime.model.loader import ModelSource, load_model
     from runtime.model.tflite_write import save
 
     folder = tmp_path_factory.mktemp("models")
     paths = []
     for k, (zoo, args, quantization) in enumerate(MODELS):
         paths.append(folder / f"{k}_{zoo}_{quantization}.tflite")
-        save(load_model(ModelSource(zoo=zoo, zoo_args=parse_zoo_args(args), quantization=quantization)), paths[-1])
+        save(load_model(ModelSource(zoo=zoo, zoo_args=args, quantization=quantization)), paths[-1])
     return paths
 
 

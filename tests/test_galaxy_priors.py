@@ -126,9 +126,9 @@ def zoo_built_once(monkeypatch, zoo_graphs):
     build = common.load_model
 
     def load_model(source, names):
-        if source.zoo is None:
+        if source.zoo is None or source.samples is not None:
             return build(source, names)
-        key = (source.zoo, repr(source.zoo_args), source.quantization)
+        key = (source.zoo, repr(source.zoo_args), source.quantization, source.seed)
         if key not in zoo_graphs:
             zoo_graphs[key] = build(source, names)
         return zoo_graphs[key]
