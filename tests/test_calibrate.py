@@ -56,10 +56,16 @@ def test_a_benchmark_log_reads_back_as_the_row_it_measured():
     log = _benchmark_log("pixel4", "--zoo", "mobilenet_v1", "--zoo_args", "alpha=0.25,resolution=96",
                          "--num_threads", "2", "--use_gpu=true", "--enable_op_profiling=true")
     log += _benchmark_log("pixel4", "--zoo", "tiny_cnn", "--num_threads", "1")
-    first, second = read_log(log, "run.log")
+    log += _benchmark_log("pixel4", "--zoo", "mobilenet_v1", "--zoo_args", "alpha=0.25,resolution=96",
+                          "--quantization", "uint8", "--num_threads", "4")
+    first, second, third = read_log(log, "run.log")
     assert (first.model, first.args, first.delegate, first.threads) == \
         ("mobilenet_v1", (("alpha", 0.25), ("resolution", 96)), "gpu", 2)
     assert first.per_type and second.per_type == () and second.delegate == "cpu"
+    # a quantized zoo model's row says so (the known-factor round trips measure saved files instead)
+    assert (third.model, third.args, third.quantization, third.threads) == \
+        ("mobilenet_v1", (("alpha", 0.25), ("resolution", 96)), "uint8", 4)
+    assert first.quantization == second.quantization == "none"
     with pytest.raises(MeasurementError, match="not a benchmark_model log"):
         read_log("hello\n", "x.log")
 
