@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from runtime.cli import calibrate as calibrate_cli
 from runtime.cli import main as cli
 from runtime.calibration.fit import fit
 from runtime.cli.calibrate import fmt, calibrate_files, render_profile
 from runtime.ir.errors import ScenarioError
 from runtime.calibration.files import read_measurements
-from runtime.calibration.rows import MeasurementError, read_csv, read_log
+from runtime.calibration.rows import MeasurementError, model_key, read_csv, read_log
 from runtime.ir.yamlcheck import parse
 from sim.profile import PROFILE_DIR, load_profile
 
@@ -55,19 +56,52 @@ def test_a_benchmark_log_reads_back_as_the_row_it_measured():
     log = _benchmark_log("pixel4", "--zoo", "mobilenet_v1", "--zoo_args", "alpha=0.25,resolution=96",
                          "--num_threads", "2", "--use_gpu=true", "--enable_op_profiling=true")
     log += _benchmark_log("pixel4", "--zoo", "tiny_cnn", "--num_threads", "1")
-    first, second = read_log(log, "run.log")
+    log += _benchmark_log("pixel4", "--zoo", "mobilenet_v1", "--zoo_args", "alpha=0.25,resolution=96",
+                          "--quantization", "uint8", "--num_threads", "4")
+    first, second, third = read_log(log, "run.log")
     assert (first.model, first.args, first.delegate, first.threads) == \
         ("mobilenet_v1", (("alpha", 0.25), ("resolution", 96)), "gpu", 2)
     assert first.per_type and second.per_type == () and second.delegate == "cpu"
+    # a quantized zoo model's row says so (the known-factor round trips measure saved files instead)
+    assert (third.model, third.args, third.quantization, third.threads) == \
+        ("mobilenet_v1", (("alpha", 0.25), ("resolution", 96)), "uint8", 4)
+    assert first.quantization == second.quantization == "none"
     with pytest.raises(MeasurementError, match="not a benchmark_model log"):
         read_log("hello\n", "x.log")
 
 
 # -- the shipped profiles are the fits of the shipped measurements -------------------------------------
 
+@pytest.fixture(scope="module")
+def file_graphs() -> dict[tuple, object]:
+    """Graphs of the models this module's refits read, by measurement folder and model. The five Snapdragon
+    phones' rows name 44 distinct rebuilt AI Hub files over 185 rows, and decompressing and reading
+    one takes up to seconds: each is read once here. A Graph is frozen, and the Evaluator already shares
+    one among all rows of a model. Module scope: the graphs (gigabytes of float weights) are let go
+    when the module's tests are done."""
+    return {}
+
+
+@pytest.fixture
+def models_read_once(monkeypatch, file_graphs):
+    """calibrate_files building each model once per module: row_models itself reads every file the
+    first time it is asked (so its loading is what the refits test), later phones' rows get that Graph."""
+    real = calibrate_cli.row_models
+
+    def row_models(row):
+        # a row's relative model path is relative to its measurement file's folder
+        key = (Path(row.source.rsplit(":", 1)[0]).resolve().parent, model_key(row))
+        if key not in file_graphs:
+            file_graphs[key] = real(row)
+        return file_graphs[key]
+
+    monkeypatch.setattr(calibrate_cli, "row_models", row_models)
+    return file_graphs
+
+
 @pytest.mark.parametrize("phone", ["pixel3", "pixel4", "iphone_xs", "galaxy_s23", "galaxy_s24", "sd8_elite_qrd",
                                    "sd8_elite_gen5_qrd", "sd7_gen4_qrd"])
-def test_refitting_gives_the_shipped_profile(phone):
+def test_refitting_gives_the_shipped_profile(phone, models_read_once):
     rows, (data, lines, text, path), evaluator, params = calibrate_files([str(MEASUREMENTS / f"{phone}.csv")], phone)
     assert path == PROFILE_DIR / "priors" / f"{phone}.yaml"       # a calibrated profile starts from its prior
     result = fit(evaluator, params)
@@ -107,8 +141,25 @@ MODELS = [("mobilenet_v1", "alpha=0.25,resolution=128", "none"), ("mobilenet_v1"
           ("mobilenet_v1", "alpha=0.5,resolution=128", "uint8"), ("mobilenet_v1", "alpha=1.0,resolution=96", "uint8")]
 
 
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory) -> list[Path]:
+    """MODELS built (and quantized) once and saved as .tflite files, for both round trips: each is
+    measured at three thread counts in each, and a zoo run builds its model anew every time
+    (MobileNet v1 1.0's uint8 calibration runs the float model on samples). A zoo model's own log
+    line is read back in test_a_benchmark_log_reads_back_as_the_row_it_measured."""
+    from runtime.model.loader import ModelSource, load_model
+    from runtime.model.tflite_write import save
+
+    folder = tmp_path_factory.mktemp("models")
+    paths = []
+    for k, (zoo, args, quantization) in enumerate(MODELS):
+        paths.append(folder / f"{k}_{zoo}_{quantization}.tflite")
+        save(load_model(ModelSource(zoo=zoo, zoo_args=args, quantization=quantization)), paths[-1])
+    return paths
+
+
 @pytest.mark.parametrize("op_profiling", [False, True])
-def test_calibrate_recovers_known_factors_from_benchmark_logs(tmp_path, op_profiling):
+def test_calibrate_recovers_known_factors_from_benchmark_logs(tmp_path, op_profiling, model_files):
     data, lines = parse((PROFILE_DIR / "priors" / "pixel4.yaml").read_text(), "p", ValueError)
     factors = {**FACTORS, **(PROFILED if op_profiling else {})}
     for path, factor in factors.items():
@@ -119,9 +170,9 @@ def test_calibrate_recovers_known_factors_from_benchmark_logs(tmp_path, op_profi
     phone = tmp_path / "phone.yaml"
     phone.write_text(yaml.safe_dump(data))
     log = ""
-    for zoo, args, quantization in MODELS:
+    for model in model_files:
         for flags in (["--num_threads", "1"], ["--num_threads", "2"], ["--num_threads", "4"]):
-            log += _benchmark_log(str(phone), "--zoo", zoo, "--zoo_args", args, "--quantization", quantization, *flags,
+            log += _benchmark_log(str(phone), "--graph", str(model), *flags,
                                   *(["--enable_op_profiling=true"] if op_profiling else []))
     (tmp_path / "phone.log").write_text(log)
     rows, base, evaluator, params = calibrate_files([str(tmp_path / "phone.log")],

@@ -24,6 +24,7 @@ from runtime.zoo.builder import GraphBuilder
 from sim.soc import SoC
 from sim.unit import Scales
 from tests.sim_kit import tiny_profile
+from tests.source_trees import nodes, tree as parsed
 
 ROOT = Path(runtime.__file__).parent.parent
 RUNTIME = Path(runtime.__file__).parent
@@ -272,7 +273,7 @@ def test_the_runtime_uses_only_declared_hooks():
                 "kernel": {h.name for h in contract.hooks(DelegateKernel)}}
     undeclared = []
     for path in sorted(RUNTIME.glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in nodes(path):
             holder = _last_name(node.value) if isinstance(node, ast.Attribute) else None
             if holder in declared and not node.attr.startswith("__") and node.attr not in declared[holder]:
                 undeclared.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
@@ -332,7 +333,7 @@ def test_no_other_module_spells_the_kinds():
         where = str(path.relative_to(ROOT))
         if where == "delegates/kinds.py":
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed(path)
         found += [f"{where}:{line} {name}" for line, name in _spelled_lists(tree)
                   if (where, name) not in PRESENTATION]
     assert not found, f"delegate kinds spelled outside delegates/kinds.py: {found}"

@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from tests.source_trees import nodes, tree
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TOP = ("runtime", "sim", "delegates")
 
@@ -50,7 +52,7 @@ def _imported(module: str, path: pathlib.Path) -> set[str]:
     """Dotted names of the project's modules and packages that `module` imports anywhere."""
     names: set[str] = set()
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in nodes(path):
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -126,7 +128,7 @@ def _module_targets(module: str, path: pathlib.Path, mods: dict[str, pathlib.Pat
     submodule pkg.name when there is one, else at pkg's __init__."""
     targets: dict[str, int] = {}
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in nodes(path):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -202,7 +204,7 @@ def private_imports() -> list[str]:
     found = []
     for top in TOP + ("tests", "benchmarks"):
         for path in sorted((ROOT / top).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for node in nodes(path):
                 if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in TOP + ("tests",):
                     found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {a.name} from {node.module}"
                               for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
@@ -224,7 +226,7 @@ def hasattr_calls() -> list[str]:
     found = []
     for top in TOP:
         for path in sorted((ROOT / top).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for node in nodes(path):
                 if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "hasattr"):
                     where = f"{path.relative_to(ROOT)}:{node.lineno}"
                     if where not in HASATTR_ALLOWED:
@@ -241,7 +243,7 @@ def top_level_classes() -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for top in TOP:
         for path in sorted((ROOT / top).rglob("*.py")):
-            for node in ast.parse(path.read_text(), str(path)).body:
+            for node in tree(path).body:
                 if isinstance(node, ast.ClassDef):
                     found.setdefault(node.name, []).append(str(path.relative_to(ROOT)))
     return found
@@ -257,7 +259,7 @@ def sim_shadows() -> list[str]:
     found = []
     for top in TOP + ("tests", "benchmarks"):
         for path in sorted((ROOT / top).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for node in nodes(path):
                 bound = ((isinstance(node, ast.Name) and node.id == "sim" and isinstance(node.ctx, ast.Store))
                          or (isinstance(node, ast.arg) and node.arg == "sim"))
                 if bound:

@@ -147,7 +147,7 @@ def test_matches_litert_reference(name, oracle):
 
 
 @pytest.mark.parametrize("name", list(MODELS), ids=_ids(MODELS))
-def test_runs_on_every_phone_under_every_delegate(name):
+def test_runs_on_every_phone_under_every_delegate(name, reads_once):
     run_everywhere(tflite_io.load(FIXTURES / name), name)
 
 
@@ -173,8 +173,45 @@ def test_a_known_gap_is_refused_by_name_until_a_kernel_runs_it(name):
         tflite_io.load(FIXTURES / name)
 
 
+@pytest.fixture(scope="module")
+def shipped_phones() -> dict:
+    return {}
+
+
+@pytest.fixture
+def reads_once(monkeypatch, shipped_phones):
+    """The in-process `dtb benchmark` runs read their model file once per test and each shipped phone
+    once per module, not on every one of a model's twelve runs (reading the .tflite and parsing the
+    profile's YAML were over half of each run); run_everywhere's phones are read once per module too.
+    The first run of each reads it as a user's run does; a Graph and a Profile are frozen, and
+    `dtb run` shares one Profile among its cells the same way."""
+    import sim.profile
+    from runtime.cli import common
+
+    read_model, read_phone, graphs = common.load_model, sim.profile.load_profile, {}
+
+    def load_model(source, names):
+        if source.path is None:
+            return read_model(source, names)
+        key = (str(source.path), source.quantization)
+        if key not in graphs:
+            graphs[key] = read_model(source, names)
+        return graphs[key]
+
+    def load_profile(name):
+        if name not in PHONES:
+            return read_phone(name)
+        if name not in shipped_phones:
+            shipped_phones[name] = read_phone(name)
+        return shipped_phones[name]
+
+    monkeypatch.setattr(common, "load_model", load_model)
+    monkeypatch.setattr(sim.profile, "load_profile", load_profile)
+    return graphs
+
+
 @pytest.mark.parametrize("name", sorted(ALL_TASKS), ids=sorted(ALL_TASKS))
-def test_dtb_benchmark_runs_it_on_every_phone_under_every_delegate(name, capsys):
+def test_dtb_benchmark_runs_it_on_every_phone_under_every_delegate(name, capsys, reads_once):
     """The command a user types: `dtb benchmark --graph M --device P --use_<delegate>` (timing-only,
     one run) exits 0 for every model, phone and delegate; a delegate the phone lacks only warns. The
     one refusal allowed is TFLite's own: a delegate that takes only static shapes (GPU, Hexagon, Core
@@ -195,3 +232,4 @@ def test_dtb_benchmark_runs_it_on_every_phone_under_every_delegate(name, capsys)
             assert all(": warning: " in line or ": note: " in line or static_only
                        for line in err.splitlines() if line.strip()), (
                 name, phone, kind, err)
+    assert len(reads_once) == 1      # the one file, read once
