@@ -117,6 +117,32 @@ def test_refitting_gives_the_shipped_profile(phone, models_read_once):
     load_profile(phone)   # and it is a valid profile
 
 
+def test_every_rebuilt_model_runs_on_the_galaxy_s24_as_ai_hub_runs_it(models_read_once, capsys):
+    """Every rebuilt AI Hub model of the calibration rows, float and w8a8, through the QNN delegate
+    then the GPU delegate (`dtb benchmark --use_qnn=true --use_gpu=true`'s plan: the same flags,
+    parsed the same way), one timing-only inference on the Galaxy S24; the graphs are the refits'."""
+    from delegates.registry import parse_flags
+    from runtime.interpreter.api import Interpreter
+
+    phone = load_profile("galaxy_s24")
+    rows = read_measurements(MEASUREMENTS / "galaxy_s24.csv")
+    assert {r.model.rsplit("_", 1)[1] for r in rows} == {"float.tflite.xz", "w8a8.tflite.xz"}
+    for row in {model_key(r): r for r in rows}.values():
+        delegates, rest = parse_flags(["--use_qnn=true", "--use_gpu=true"], phone)
+        assert not rest
+        it = Interpreter(graph=calibrate_cli.row_models(row), experimental_delegates=delegates, device=phone,
+                         num_threads=4, timing_only=True)
+        it.allocate_tensors()
+        it.invoke()
+        assert it.simulation.soc.trace.inferences, row.model
+    capsys.readouterr()
+    assert cli.main(["benchmark", "--graph", str(MEASUREMENTS / "aihub" / "resnet18_w8a8.tflite.xz"),   # and the
+                     "--device", "galaxy_s24", "--use_qnn=true", "--use_gpu=true", "--timing_only",   # command
+                     "--num_runs", "1", "--warmup_runs", "0"]) == 0                                   # on one
+    out = capsys.readouterr().out
+    assert "TfLiteQnnDelegate delegate: 40 nodes delegated out of 40 nodes" in out and "Inference timings" in out
+
+
 def test_render_replaces_values_in_place_and_keeps_the_rest():
     rows, (data, lines, text, path), evaluator, params = calibrate_files([str(MEASUREMENTS / "iphone_xs.csv")],
                                                                       "iphone_xs")
