@@ -28,7 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from runtime.calibration.base import load_base  # noqa: E402
-from runtime.calibration.fit import Evaluator, candidate_params, cross_validate, fit  # noqa: E402
+from runtime.calibration.evaluate import Evaluator  # noqa: E402
+from runtime.calibration.fit import candidate_params, cross_validate, fit  # noqa: E402
 from runtime.calibration.rows import Row  # noqa: E402
 from runtime.cli.calibrate import calibrate_files, row_models  # noqa: E402
 

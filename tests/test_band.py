@@ -13,7 +13,8 @@ import yaml
 
 from delegates.kinds import DelegateKind
 from runtime.calibration.band import error_band
-from runtime.calibration.fit import Evaluator, Prediction
+from runtime.calibration.evaluate import Evaluator
+from runtime.calibration.fit import Prediction
 from runtime.calibration.files import read_measurements
 from runtime.calibration.rows import DELEGATES, read_csv
 from runtime.cli.calibrate import row_models

@@ -6,7 +6,8 @@ import pytest
 import simpy
 
 from runtime.calibration.base import load_base
-from runtime.calibration.fit import Evaluator, candidate_params, fit
+from runtime.calibration.evaluate import Evaluator
+from runtime.calibration.fit import candidate_params, fit
 from runtime.calibration.rows import Row
 from runtime.cli.calibrate import calibrate_files, row_models
 from sim.profile import PROFILE_DIR

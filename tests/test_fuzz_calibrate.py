@@ -211,10 +211,11 @@ def test_a_delegate_the_phone_does_not_have_is_refused(tmp_path, capsys):
 def test_a_fit_that_cannot_start_names_the_rows(monkeypatch):
     import numpy as np
     from runtime.calibration import fit as fitting
+    from runtime.calibration.evaluate import CalibrationError
     from runtime.calibration.rows import read_csv as rows_of
 
     rows = rows_of(_csv(GOOD, GOOD), "m.csv")
-    with pytest.raises(fitting.CalibrationError, match=r"the fit cannot start: .* 1 row\(s\) .*m.csv:3 \(tiny_cnn, cpu: nan ms\)"):
+    with pytest.raises(CalibrationError, match=r"the fit cannot start: .* 1 row\(s\) .*m.csv:3 \(tiny_cnn, cpu: nan ms\)"):
         fitting._residuals(rows, [(2.0, {}), (float("nan"), {})], np.zeros(0))
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from runtime.calibration.base import load_base
-from runtime.calibration.fit import Evaluator, candidate_params
+from runtime.calibration.evaluate import Evaluator
+from runtime.calibration.fit import candidate_params
 from runtime.calibration.rows import Row
 from runtime.cli.calibrate import row_models
 from sim.charge import Compute, Pricer, Run, Bill

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from runtime.calibration.fit import Evaluator, Prediction
+from runtime.calibration.evaluate import Evaluator
+from runtime.calibration.fit import Prediction
 from runtime.calibration.rows import model_key
 from sim.band import BandDelegate, ErrorBand, ModelTraits, delegate_band, model_traits
 

@@ -11,8 +11,8 @@ from typing import Sequence
 import numpy as np
 
 from runtime.calibration.band import error_band
-from runtime.calibration.fit import (CalibrationError, Evaluator, Fit, OnStep, Prediction, candidate_params,
-                                     cross_validate, fit)
+from runtime.calibration.evaluate import CalibrationError, Evaluator, OnStep
+from runtime.calibration.fit import Fit, Prediction, candidate_params, cross_validate, fit
 from runtime.calibration.base import load_base
 from runtime.calibration.files import read_file
 from runtime.calibration.rows import MAX_ROWS, MeasurementError, Row, model_key
