@@ -72,7 +72,8 @@ def test_the_plain_evaluator_walks_the_interpreters_step_loop(graph, monkeypatch
 
 
 def test_the_simulation_records_named_spans_and_allocations(graph):
-    from runtime.interpreter.executor import AllocatedTensors, OpJob
+    from runtime.interpreter.executor import OpJob
+    from runtime.interpreter.simulation import AllocatedTensors
     from sim.trace import Span
 
     it = Interpreter(graph=graph, device="pixel4")

@@ -142,7 +142,7 @@ class Interpreter:
         self._evaluated = False
         self._sim = None
         if experimental_delegates or device is not None or soc is not None or timing_only:
-            from runtime.interpreter.executor import make_simulation
+            from runtime.interpreter.simulation import make_simulation
 
             self._sim = make_simulation(graph, list(experimental_delegates or []), device, soc,
                                         sim_threads, timing_only, stream)
