@@ -6,7 +6,7 @@ import numpy as np
 
 from sim.cost import OpCost, Precision, Work
 from sim.price import Priced
-from sim.htp import FIRST_HTP, prefetch_room, weight_prefetch
+from sim.htp import FIRST_HTP, float_edge_seconds, prefetch_room, weight_prefetch
 from sim.spec import UnitSpec
 from sim.unit import Unit
 
@@ -29,6 +29,10 @@ class DspUnit(Unit):
 
     def begin_graph(self) -> None:
         self._banked = 0.0
+
+    def float_edge_seconds(self, edges: int, scale) -> float:
+        htp = self.rates_at(1, scale).mech.htp
+        return 0.0 if htp is None else float_edge_seconds(edges, htp.float_edge_s)
 
     def seconds(self, cost: OpCost, work: Work, scale, bandwidth: float, threads: int) -> float:
         """On an HTP with its mechanisms, the op's weights may already be in VTCM: its DMA fetched

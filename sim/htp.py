@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["FIRST_HTP", "Htp", "crouton_efficiency", "hmx_efficiency", "vtcm_split", "htp_memory_seconds", "vtcm_share",
-           "weight_prefetch", "prefetch_room"]
+           "weight_prefetch", "prefetch_room", "float_edge_seconds"]
 
 # The first Hexagon with a tensor processor (HTP) is v68 (Snapdragon 888); LiteRT's Qualcomm SoC table
 # (litert/vendors/qualcomm/supported_soc.csv) lists SM8350 as v68, SM8550 v73, SM8650 v75, SM8750 v79.
@@ -19,13 +19,16 @@ class Htp:
     depth_tile: channels per crouton and per step of the HMX's reduction (32). block_int8 /
     block_fp16: the crouton's rows x columns of an 8-bit / a 16-bit activation (8 x 8 and 8 x 4:
     both 2 KB with 32 channels). vtcm_bytes: the on-chip tightly coupled memory the graph may use;
-    vtcm_bandwidth: bytes/s the HMX and HVX read and write it at (0: as fast as the compute, free)."""
+    vtcm_bandwidth: bytes/s the HMX and HVX read and write it at (0: as fast as the compute, free).
+    float_edge_s: what one execute pays per float32 input or output of a graph computed in float16
+    (float_edge_seconds)."""
 
     depth_tile: int = 32
     block_int8: tuple[int, int] = (8, 8)
     block_fp16: tuple[int, int] = (8, 4)
     vtcm_bytes: float = 0.0
     vtcm_bandwidth: float = 0.0
+    float_edge_s: float = 0.0
 
 
 def _padded(n: int, tile: int) -> int:
@@ -114,3 +117,14 @@ def prefetch_room(vtcm_bytes: float, dram_bandwidth: float) -> float:
     """Seconds of weight traffic VTCM can hold ahead: half of it (double buffering: the other half
     holds the running op's tensors; the half is assumed), at the DRAM bandwidth the DMA gets."""
     return 0.0 if vtcm_bytes <= 0 or dram_bandwidth <= 0 else vtcm_bytes / 2 / dram_bandwidth
+
+
+def float_edge_seconds(edges: int, per_edge_s: float) -> float:
+    """Time an execute of a QNN graph spends at its float edges: a float32 graph input or output that
+    the HTP computes in float16. Qualcomm's QNN HTP docs ("QNN HTP-FP16 Op Package": float32 graphs
+    keep their APP_WRITE / APP_READ tensors in float32 and the HTP executes them in float16 math) leave
+    the change of type and layout at each such tensor to the graph's execute; an 8-bit graph's edges
+    are explicit QUANTIZE / DEQUANTIZE ops instead, costed as ops. The fixed cost per edge is assumed
+    from AI Hub's rows: a float model's time beyond its int8 twin's does not grow with its input bytes
+    (a 128x128 super-resolution input pays what a 224x224 one does); the figure is fitted per phone."""
+    return max(0, edges) * max(0.0, per_edge_s)

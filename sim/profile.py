@@ -126,7 +126,8 @@ _HTP = {"hmx_depth": F("depth_tile", False, parse_integer(1)),
         "crouton_int8": F("block_int8", False, _tile),
         "crouton_fp16": F("block_fp16", False, _tile),
         "vtcm_mb": F("vtcm_bytes", False, nonneg(times=MEBI)),
-        "vtcm_gbs": F("vtcm_bandwidth", False, parse_positive(times=GIGA))}
+        "vtcm_gbs": F("vtcm_bandwidth", False, parse_positive(times=GIGA)),
+        "float_edge_us": F("float_edge_s", False, nonneg(per=MICRO))}
 
 
 def _mechanisms(ctx: ProfileCtx, value: Any, path: Key) -> Mechanisms:

@@ -128,7 +128,7 @@ def test_the_htp_vtcm_size_option_sets_the_vtcm_the_unit_uses():
 
 def test_the_galaxy_s24_prior_gives_its_htp_the_mechanisms():
     dsp = load_profile(S24).unit("dsp")
-    assert dsp.mech.htp == hx.Htp(32, (8, 8), (8, 4), 8 * MIB, 384e9)
+    assert dsp.mech.htp == hx.Htp(32, (8, 8), (8, 4), 8 * MIB, 384e9, 100e-6)
     assert dsp.macs_per_s[Precision.FLOAT16] == dsp.macs_per_s[Precision.INT8] / 2
 
 
@@ -140,6 +140,12 @@ def test_htp_keys_on_a_dsp_without_an_htp_are_refused_by_name():
     data["units"]["dsp"]["mechanisms"] = {"vtcm_kb": 8}
     with pytest.raises(ProfileError, match=r"units\.dsp\.mechanisms\.vtcm_kb: unknown key.*vtcm_mb"):
         profile_from_dict(data, "p.yaml")
+
+
+def test_a_float_graph_pays_at_each_float32_edge():
+    assert hx.float_edge_seconds(2, 1e-4) == pytest.approx(2e-4)
+    assert hx.float_edge_seconds(0, 1e-4) == 0.0
+    assert hx.float_edge_seconds(3, 0.0) == 0.0
 
 
 # -- one QNN graph: fused ops, and the effects on a tiny model --------------------------------------------
@@ -191,6 +197,23 @@ def _wide() -> tuple:
     for k, c in enumerate((64, 64, 8)):
         x = L.conv(b, x, c, 1, 1, name=f"c{k}")
     return b.build([x])
+
+
+def _edges(graph, device) -> list:
+    it = Interpreter(graph=graph, device=device, num_threads=4,
+                     experimental_delegates=[QnnDelegate(QnnOptions(), load_profile(device))])
+    it.allocate_tensors()
+    it.invoke()
+    return [iv for iv in it.simulation.soc.trace.intervals if iv.name.endswith("float edges")]
+
+
+def test_a_float_graph_on_the_htp_pays_for_its_float32_input_and_output_and_an_int8_one_does_not():
+    per_edge = load_profile(S24).unit("dsp").mech.htp.float_edge_s
+    assert per_edge > 0
+    (edges,) = _edges(_wide(), str(S24))                               # one float32 input, one output
+    assert edges.end - edges.start == pytest.approx(2 * per_edge)
+    assert _edges(calibrated_int8(_wide(), seed=1, samples=2), str(S24)) == []
+    assert _edges(_wide(), str(PLAIN_HTP)) == []                       # an HTP without the mechanism
 
 
 def test_a_smaller_vtcm_share_sends_intermediates_to_dram():
@@ -256,5 +279,5 @@ def test_an_htp_fits_its_float16_rate_invoke_cost_and_bandwidths_a_v6x_dsp_does_
     v6x = [p.name for p in candidate_params(yaml.safe_load((PROFILE_DIR / "priors" / "pixel3.yaml").read_text()),
                                             {"dsp"})]
     extra = ["units.dsp.gmacs.float16", "units.dsp.gmacs.int8", "units.dsp.invoke_us",
-             "units.dsp.mechanisms.vtcm_gbs", "units.dsp.bandwidth_gbs"]
+             "units.dsp.mechanisms.vtcm_gbs", "units.dsp.mechanisms.float_edge_us", "units.dsp.bandwidth_gbs"]
     assert htp == v6x + extra and not set(extra) & set(v6x)

@@ -45,11 +45,11 @@ _UNIT_PARAMS: Mapping[str, tuple[tuple[Key, float], ...]] = {
 }
 
 # A dsp unit that is a Hexagon NPU (extras.htp_arch >= 68) adds the numbers its priors assume: the
-# float16 rate (its 2:1 ratio to int8 is assumed), the per-invocation FastRPC / graph-execute cost and
-# the VTCM bandwidth (sim/htp.py). A Hexagon v6x DSP fits exactly as before.
+# float16 rate (its 2:1 ratio to int8 is assumed), the per-invocation FastRPC / graph-execute cost, the
+# cost at a float graph's edges and the VTCM bandwidth (sim/htp.py). A Hexagon v6x DSP fits exactly as before.
 _HTP_PARAMS: tuple[tuple[Key, float], ...] = (
     (("gmacs", "float16"), math.inf), (("gmacs", "int8"), math.inf), (("invoke_us",), math.inf),
-    (("mechanisms", "vtcm_gbs"), math.inf),
+    (("mechanisms", "vtcm_gbs"), math.inf), (("mechanisms", "float_edge_us"), math.inf),
     # the weights stream from DRAM every inference (VTCM holds activations, not a ResNet's weights), so
     # the NPU's share of the bus is what separates a model of many parameters from one of many MACs
     (("bandwidth_gbs",), math.inf))

@@ -15,7 +15,7 @@ from runtime.interpreter import hook_values
 from runtime.interpreter.delegate_invoke import invoke_partition
 from runtime.interpreter.delegation import CpuStep, DelegateStep, Plan
 from runtime.ir.errors import DelegateError
-from runtime.ir.graph import Graph
+from runtime.ir.graph import DType, Graph
 from runtime.interpreter.model_state import one_pass
 from runtime.ops.opcheck_control import calls
 from sim.charge import Begin, Charge, Compute, Crossing, Hold, Run, Bill, Timeline, sequential
@@ -57,6 +57,7 @@ class PartitionJob:
     outputs: tuple[tuple[int, int], ...]     # (tensor, bytes crossing out)
     to_float: int                            # elements (de)quantized on the CPU at the boundary
     weights: int                             # constant bytes uploaded at init
+    float_edges: int = 0                     # float32 inputs and outputs its unit computes in float16
 
 
 def _scales(step: DelegateStep, unit: Unit) -> Scales:
@@ -147,7 +148,16 @@ class Executor:
         return PartitionJob(step, unit, mode, _scales(step, unit), tuple(ops),
                              tuple((t, self._bytes(t)) for t in inputs),
                              tuple((t, self._bytes(t)) for t in part.outputs), to_float,
-                             sum(self._bytes(t) for t in weights))
+                             sum(self._bytes(t) for t in weights), self._float_edges(inputs, part.outputs, ops))
+
+    def _float_edges(self, inputs: Sequence[int], outputs: Sequence[int], ops: Sequence[OpJob]) -> int:
+        """The partition's float32 inputs and outputs that an op of it reads or writes in float16."""
+        graph = self.graph
+        half = [graph.ops[op.op] for op in ops if op.work.precision is Precision.FLOAT16]
+        read = {t for op in half for t in op.inputs}
+        written = {t for op in half for t in op.outputs}
+        return (sum(1 for t in inputs if graph.tensors[t].dtype is DType.FLOAT32 and t in read)
+                + sum(1 for t in outputs if graph.tensors[t].dtype is DType.FLOAT32 and t in written))
 
     def _edge_bytes(self, op, part, precision: Precision, align: int) -> int:
         """Bytes, as the unit stores them, of the op's tensors the partition takes in or gives out."""
@@ -290,6 +300,9 @@ class Executor:
         seconds = hook_values.seconds(delegate, "invoke_seconds", delegate.invoke_seconds, job.unit.spec)
         if seconds:
             yield Hold(job.unit, seconds, f"{delegate.name} invoke", Kind.INVOKE, precision, job.scales)
+        edges = job.unit.float_edge_seconds(job.float_edges, job.scales)
+        if edges:
+            yield Hold(job.unit, edges, f"{delegate.name} float edges", Kind.INVOKE, Precision.FLOAT16, job.scales)
         yield Begin(job.unit)
 
     def _exit(self, job: PartitionJob) -> Iterator[Charge]:
