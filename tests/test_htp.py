@@ -272,12 +272,13 @@ def test_on_the_htp_a_weight_bound_op_after_a_compute_bound_one_runs_sooner():
 # -- what a calibration fits ------------------------------------------------------------------------------
 
 
-def test_an_htp_fits_its_float16_rate_invoke_cost_and_bandwidths_a_v6x_dsp_does_not():
+def test_an_htp_fits_its_float16_rate_call_costs_vector_efficiencies_and_bandwidths_a_v6x_dsp_does_not():
     from runtime.calibration.fit import candidate_params
 
     htp = [p.name for p in candidate_params(yaml.safe_load(S24.read_text()), {"dsp"})]
     v6x = [p.name for p in candidate_params(yaml.safe_load((PROFILE_DIR / "priors" / "pixel3.yaml").read_text()),
                                             {"dsp"})]
     extra = ["units.dsp.gmacs.float16", "units.dsp.gmacs.int8", "units.dsp.invoke_us",
-             "units.dsp.mechanisms.vtcm_gbs", "units.dsp.mechanisms.float_edge_us", "units.dsp.bandwidth_gbs"]
+             "units.dsp.mechanisms.vtcm_gbs", "units.dsp.mechanisms.float_edge_us",
+             "units.dsp.efficiency.transcendental", "units.dsp.efficiency.pool", "units.dsp.bandwidth_gbs"]
     assert htp == v6x + extra and not set(extra) & set(v6x)

@@ -46,10 +46,14 @@ _UNIT_PARAMS: Mapping[str, tuple[tuple[Key, float], ...]] = {
 
 # A dsp unit that is a Hexagon NPU (extras.htp_arch >= 68) adds the numbers its priors assume: the
 # float16 rate (its 2:1 ratio to int8 is assumed), the per-invocation FastRPC / graph-execute cost, the
-# cost at a float graph's edges and the VTCM bandwidth (sim/htp.py). A Hexagon v6x DSP fits exactly as before.
+# cost at a float graph's edges and the VTCM bandwidth (sim/htp.py), and the HVX's efficiency on
+# transcendental ops and pools (an HTP computes sigmoid, GELU and the pools of EfficientNet, ConvNeXt
+# and Inception on its vector unit, whose kernels Qualcomm does not publish). A Hexagon v6x DSP fits
+# exactly as before.
 _HTP_PARAMS: tuple[tuple[Key, float], ...] = (
     (("gmacs", "float16"), math.inf), (("gmacs", "int8"), math.inf), (("invoke_us",), math.inf),
     (("mechanisms", "vtcm_gbs"), math.inf), (("mechanisms", "float_edge_us"), math.inf),
+    (("efficiency", "transcendental"), 1.0), (("efficiency", "pool"), 1.0),
     # the weights stream from DRAM every inference (VTCM holds activations, not a ResNet's weights), so
     # the NPU's share of the bus is what separates a model of many parameters from one of many MACs
     (("bandwidth_gbs",), math.inf))
