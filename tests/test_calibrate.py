@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 from pathlib import Path
 
@@ -105,14 +106,18 @@ def test_refitting_gives_the_shipped_profile(phone, models_read_once):
     rows, (data, lines, text, path), evaluator, params = calibrate_files([str(MEASUREMENTS / f"{phone}.csv")], phone)
     assert path == PROFILE_DIR / "priors" / f"{phone}.yaml"       # a calibrated profile starts from its prior
     result = fit(evaluator, params)
-    shipped = yaml.safe_load((PROFILE_DIR / f"{phone}.yaml").read_text())
-    for p, value in zip(result.params, result.values):
+    shipped_text = (PROFILE_DIR / f"{phone}.yaml").read_text()
+    shipped, shipped_lines = parse(shipped_text, "shipped", ValueError)
+    for k, (p, value) in enumerate(zip(result.params, result.values)):
         got = shipped
         for key in p.path:
             got = got[key]
         # to six digits: a least-squares fit's last digits follow the order of its floating-point
         # sums and the LAPACK build, which no profile number should depend on
         assert got == pytest.approx(float(fmt(value)), rel=1e-6), p.name
+        # "fitted" only where a row moved with the number; the others keep the prior's line
+        comment = shipped_text.splitlines()[shipped_lines[p.path] - 1].split("#", 1)[1].strip()
+        assert comment.startswith("fitted") == result.is_informed(k), p.name
     assert shipped["calibration"]["rows"] == len(rows)
     load_profile(phone)   # and it is a valid profile
 
@@ -152,6 +157,25 @@ def test_render_replaces_values_in_place_and_keeps_the_rest():
     data2, _ = parse(out, "x", ValueError)
     assert data2["calibration"]["prior"] == "priors/iphone_xs.yaml"
     assert "# fitted: m.csv (5 rows)" in out
+    # a number no row moves is written as the prior had it: value and comment
+    kept = render_profile(text, lines, dataclasses.replace(result, informed=(False,) * len(result.params)), "m.csv",
+                          "priors/iphone_xs.yaml")
+    assert "# fitted: m.csv" not in kept
+    header = ("# The prior of a calibrated profile", "# Calibrated:")   # the one line that says which it is
+    assert [ln for ln in kept.splitlines()[:len(text.splitlines())] if not ln.startswith(header)] == \
+        [ln for ln in text.splitlines() if not ln.startswith(header)]
+
+
+def test_a_number_no_row_moves_is_kept_at_its_prior_and_not_called_fitted():
+    rows, (data, lines, text, path), evaluator, params = calibrate_files([str(MEASUREMENTS / "iphone_xs.csv")],
+                                                                      "iphone_xs")
+    cpu = [k for k, r in enumerate(rows) if r.delegate == "cpu" and r.quantization == "none"]
+    result = fit(evaluator, params, cpu, max_nfev=3)
+    by_name = {p.name: k for k, p in enumerate(result.params)}
+    assert result.is_informed(by_name["units.cpu_big.efficiency.conv"])
+    # the CPU's float rows run no int8 op: its int8 rate moves none of them
+    k = by_name["units.cpu_big.gmacs.int8"]
+    assert not result.is_informed(k) and result.values[k] == result.params[k].prior
 
 
 # -- round trip: known factors in, the same factors out ------------------------------------------------

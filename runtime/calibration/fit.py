@@ -108,6 +108,12 @@ class Fit:
     simulated: tuple[float, ...]      # ms per row at the fitted values
     rows: tuple[Row, ...]
     evaluations: int
+    # per parameter: whether any row's latency moved with it (a float16 rate on int8-only rows does
+    # not): one that none moves stays at its prior, and a written profile says so
+    informed: tuple[bool, ...] = ()
+
+    def is_informed(self, k: int) -> bool:
+        return self.informed[k] if k < len(self.informed) else True
 
     def errors(self) -> list[float]:
         return [s / r.latency_ms - 1 for s, r in zip(self.simulated, self.rows)]
@@ -159,6 +165,7 @@ def fit(evaluator: Evaluator, params: Sequence[Param], rows: Sequence[int] | Non
         return out
 
     last: dict[str, Any] = {"x": None, "results": None}
+    informed = [False] * len(params)
 
     def residual_and_keep(x):
         last["x"], last["results"] = x.copy(), run(x)
@@ -176,6 +183,7 @@ def fit(evaluator: Evaluator, params: Sequence[Param], rows: Sequence[int] | Non
             touched = [k for k, i in enumerate(idx) if p.unit in evaluator.sims[i].used]
             full = _merge(touched, run(xj, touched), last["results"])
             jac[:, j] = (_residuals(sub, full, xj) - base) / step
+            informed[j] = informed[j] or bool(np.any(jac[:base.size - len(params), j]))
         return jac
 
     if not params:
@@ -186,7 +194,7 @@ def fit(evaluator: Evaluator, params: Sequence[Param], rows: Sequence[int] | Non
                            loss="cauchy", f_scale=ROBUST_SCALE)
     final = run(result.x)
     return Fit(tuple(params), tuple(float(v) for v in values(result.x)), tuple(ms for ms, _ in final),
-               tuple(sub), count[0])
+               tuple(sub), count[0], tuple(informed))
 
 
 def _merge(touched, moved, base):

@@ -203,8 +203,9 @@ def _relative(path: Path, folder: Path) -> str:
 
 def _print_params(result: Fit) -> None:
     print(f"{'parameter':45s} {'prior':>10s} {'fitted':>10s}")
-    for p, v in zip(result.params, result.values):
-        print(f"{p.name:45s} {fmt(p.prior):>10s} {fmt(v):>10s}")
+    for k, (p, v) in enumerate(zip(result.params, result.values)):
+        note = "" if result.is_informed(k) else "  no row moves it: kept at the prior"
+        print(f"{p.name:45s} {fmt(p.prior):>10s} {fmt(v):>10s}{note}")
 
 
 def _print_rows(result: Fit, prior: Sequence[float]) -> None:
@@ -284,7 +285,9 @@ def render_profile(text: str, lines: dict, result: Fit, source: str, prior: str,
         n = lines[("name",)] - 1
         out[n] = f"name: {name}{' ' * max(1, 31 - len(name))}# the phone measured (the prior is another's)"
     rows = len(result.rows)
-    for p, value in zip(result.params, result.values):
+    for k, (p, value) in enumerate(zip(result.params, result.values)):
+        if not result.is_informed(k):   # no row moved with it: the prior's line, as it was
+            continue
         n = lines[p.path] - 1
         m = _LINE.match(out[n])
         if m is None:
