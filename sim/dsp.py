@@ -40,10 +40,15 @@ class DspUnit(Unit):
         htp = self.rates_at(threads, scale).mech.htp
         if htp is None or not htp.vtcm_bytes:
             return cost.seconds
-        weight_s = min(work.weight_bytes, cost.bytes) / bandwidth
-        memory, self._banked = weight_prefetch(cost.compute_s, cost.memory_s, weight_s, self._banked,
-                                               prefetch_room(htp.vtcm_bytes, bandwidth))
-        return cost.dispatch_s + max(cost.compute_s, memory)
+        return self._prefetched(cost.compute_s, cost.memory_s, cost.dispatch_s,
+                                min(work.weight_bytes, cost.bytes) / bandwidth,
+                                prefetch_room(htp.vtcm_bytes, bandwidth))
+
+    def _prefetched(self, compute: float, memory: float, dispatch: float, weight_s: float, room: float) -> float:
+        """One op's seconds with the weights the DMA fetched ahead taken off its memory time; the
+        prefetch state moves on to the next op."""
+        memory, self._banked = weight_prefetch(compute, memory, weight_s, self._banked, room)
+        return dispatch + max(compute, memory)
 
     def run_seconds(self, priced: Priced, ops: np.ndarray, begins: bool) -> float:
         """`seconds` over a run in order, the prefetch state carried from op to op."""
@@ -57,8 +62,7 @@ class DspUnit(Unit):
         total = 0.0
         for compute, memory, dispatch, weight in zip(priced.compute[ops].tolist(), priced.memory[ops].tolist(),
                                                      priced.dispatch[ops].tolist(), priced.weight[ops].tolist()):
-            memory, self._banked = weight_prefetch(compute, memory, weight / bandwidth, self._banked, room)
-            total += dispatch + max(compute, memory)
+            total += self._prefetched(compute, memory, dispatch, weight / bandwidth, room)
         return total
 
 
