@@ -20,15 +20,15 @@ class Htp:
     block_fp16: the crouton's rows x columns of an 8-bit / a 16-bit activation (8 x 8 and 8 x 4:
     both 2 KB with 32 channels). vtcm_bytes: the on-chip tightly coupled memory the graph may use;
     vtcm_bandwidth: bytes/s the HMX and HVX read and write it at (0: as fast as the compute, free).
-    float_edge_s: what one execute pays per float32 input or output of a graph computed in float16
-    (float_edge_seconds)."""
+    float_edge_bandwidth: bytes/s at which one execute takes a float32 graph input into the float16
+    the HTP computes in (float_edge_seconds; 0: free)."""
 
     depth_tile: int = 32
     block_int8: tuple[int, int] = (8, 8)
     block_fp16: tuple[int, int] = (8, 4)
     vtcm_bytes: float = 0.0
     vtcm_bandwidth: float = 0.0
-    float_edge_s: float = 0.0
+    float_edge_bandwidth: float = 0.0
 
 
 def _padded(n: int, tile: int) -> int:
@@ -119,12 +119,13 @@ def prefetch_room(vtcm_bytes: float, dram_bandwidth: float) -> float:
     return 0.0 if vtcm_bytes <= 0 or dram_bandwidth <= 0 else vtcm_bytes / 2 / dram_bandwidth
 
 
-def float_edge_seconds(edges: int, per_edge_s: float) -> float:
-    """Time an execute of a QNN graph spends at its float edges: a float32 graph input or output that
-    the HTP computes in float16. Qualcomm's QNN HTP docs ("QNN HTP-FP16 Op Package": float32 graphs
-    keep their APP_WRITE / APP_READ tensors in float32 and the HTP executes them in float16 math) leave
-    the change of type and layout at each such tensor to the graph's execute; an 8-bit graph's edges
-    are explicit QUANTIZE / DEQUANTIZE ops instead, costed as ops. The fixed cost per edge is assumed
-    from AI Hub's rows: a float model's time beyond its int8 twin's does not grow with its input bytes
-    (a 128x128 super-resolution input pays what a 224x224 one does); the figure is fitted per phone."""
-    return max(0, edges) * max(0.0, per_edge_s)
+def float_edge_seconds(input_bytes: int, bandwidth: float) -> float:
+    """Time an execute of a QNN graph spends taking its float32 inputs into the float16 the HTP computes
+    in. Qualcomm's QNN HTP docs ("QNN HTP-FP16 Op Package": float32 graphs keep their APP_WRITE /
+    APP_READ tensors in float32 and the HTP executes them in float16 math) leave that change of type
+    and layout to the graph's execute; an 8-bit graph's edges are explicit QUANTIZE / DEQUANTIZE ops
+    instead, costed as ops. The form, per input byte and inputs only, is assumed from AI Hub's rows:
+    a 224x224 image (600 KB of float32) costs a float classifier about 0.2 ms beyond its int8 twin,
+    MediaPipe's gesture classifier (two 64-value inputs) nothing, and a super-resolution net's 3 MB
+    float32 output no more than its 200 KB input does. The rate is fitted per phone."""
+    return max(0, input_bytes) / bandwidth if bandwidth > 0 else 0.0

@@ -127,7 +127,7 @@ _HTP = {"hmx_depth": F("depth_tile", False, parse_integer(1)),
         "crouton_fp16": F("block_fp16", False, _tile),
         "vtcm_mb": F("vtcm_bytes", False, nonneg(times=MEBI)),
         "vtcm_gbs": F("vtcm_bandwidth", False, parse_positive(times=GIGA)),
-        "float_edge_us": F("float_edge_s", False, nonneg(per=MICRO))}
+        "float_edge_gbs": F("float_edge_bandwidth", False, parse_positive(times=GIGA))}
 
 
 def _mechanisms(ctx: ProfileCtx, value: Any, path: Key) -> Mechanisms:

@@ -57,7 +57,7 @@ class PartitionJob:
     outputs: tuple[tuple[int, int], ...]     # (tensor, bytes crossing out)
     to_float: int                            # elements (de)quantized on the CPU at the boundary
     weights: int                             # constant bytes uploaded at init
-    float_edges: int = 0                     # float32 inputs and outputs its unit computes in float16
+    float_input_bytes: int = 0               # bytes of its float32 inputs that its unit computes in float16
 
 
 def _scales(step: DelegateStep, unit: Unit) -> Scales:
@@ -148,16 +148,13 @@ class Executor:
         return PartitionJob(step, unit, mode, _scales(step, unit), tuple(ops),
                              tuple((t, self._bytes(t)) for t in inputs),
                              tuple((t, self._bytes(t)) for t in part.outputs), to_float,
-                             sum(self._bytes(t) for t in weights), self._float_edges(inputs, part.outputs, ops))
+                             sum(self._bytes(t) for t in weights), self._float_input_bytes(inputs, ops))
 
-    def _float_edges(self, inputs: Sequence[int], outputs: Sequence[int], ops: Sequence[OpJob]) -> int:
-        """The partition's float32 inputs and outputs that an op of it reads or writes in float16."""
+    def _float_input_bytes(self, inputs: Sequence[int], ops: Sequence[OpJob]) -> int:
+        """Bytes of the partition's float32 inputs that an op of it reads in float16."""
         graph = self.graph
-        half = [graph.ops[op.op] for op in ops if op.work.precision is Precision.FLOAT16]
-        read = {t for op in half for t in op.inputs}
-        written = {t for op in half for t in op.outputs}
-        return (sum(1 for t in inputs if graph.tensors[t].dtype is DType.FLOAT32 and t in read)
-                + sum(1 for t in outputs if graph.tensors[t].dtype is DType.FLOAT32 and t in written))
+        read = {t for op in ops if op.work.precision is Precision.FLOAT16 for t in graph.ops[op.op].inputs}
+        return sum(self._bytes(t) for t in inputs if graph.tensors[t].dtype is DType.FLOAT32 and t in read)
 
     def _edge_bytes(self, op, part, precision: Precision, align: int) -> int:
         """Bytes, as the unit stores them, of the op's tensors the partition takes in or gives out."""
@@ -300,9 +297,9 @@ class Executor:
         seconds = hook_values.seconds(delegate, "invoke_seconds", delegate.invoke_seconds, job.unit.spec)
         if seconds:
             yield Hold(job.unit, seconds, f"{delegate.name} invoke", Kind.INVOKE, precision, job.scales)
-        edges = job.unit.float_edge_seconds(job.float_edges, job.scales)
+        edges = job.unit.float_edge_seconds(job.float_input_bytes, job.scales)
         if edges:
-            yield Hold(job.unit, edges, f"{delegate.name} float edges", Kind.INVOKE, Precision.FLOAT16, job.scales)
+            yield Hold(job.unit, edges, f"{delegate.name} float inputs", Kind.INVOKE, Precision.FLOAT16, job.scales)
         yield Begin(job.unit)
 
     def _exit(self, job: PartitionJob) -> Iterator[Charge]:
