@@ -114,3 +114,17 @@ def test_a_small_file_loads_whole_with_its_weights_zeroed(row):
     for op in weighted:
         weight = graph.tensors[op.inputs[1]]
         assert weight.data is not None and weight.data.size and not weight.data.any()   # zeroed, still stored
+
+
+def test_the_w8a8_mobilenet_v2_keeps_each_relu6_as_its_own_op_after_its_convolution():
+    # AI Hub's w8a8 MobileNet v2 has 108 ops: the 35 ReLU6 are not fused (the fixture's split_relu6);
+    # loading it whole also checks the repacked flatbuffer and its relocated weight buffers
+    graph = load_model(ModelSource(path=FOLDER / "mobilenet_v2_w8a8.tflite.xz"))
+    producer = {t: op for op in graph.ops for t in op.outputs}
+    relu6 = [op for op in graph.ops if op.type.name == "RELU6"]
+    assert len(graph.ops) == 108 and len(relu6) == 35
+    for op in relu6:
+        conv = producer[op.inputs[0]]
+        assert conv.type.name in ("CONV_2D", "DEPTHWISE_CONV_2D")
+        assert conv.options.fused_activation_function.name == "NONE"
+        assert graph.tensors[op.inputs[0]].dtype == graph.tensors[op.outputs[0]].dtype
