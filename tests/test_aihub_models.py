@@ -128,3 +128,15 @@ def test_the_w8a8_mobilenet_v2_keeps_each_relu6_as_its_own_op_after_its_convolut
         assert conv.type.name in ("CONV_2D", "DEPTHWISE_CONV_2D")
         assert conv.options.fused_activation_function.name == "NONE"
         assert graph.tensors[op.inputs[0]].dtype == graph.tensors[op.outputs[0]].dtype
+
+
+@pytest.mark.parametrize("name", ["quicksrnetsmall_w8a8.tflite.xz", "xlsr_w8a8.tflite.xz"])
+def test_the_w8a8_super_resolution_files_clip_in_int8(name):
+    # AI Hub's w8a8 files run Hardtanh(0, 1) in int8 (the fixture's int8_clips); ai-edge-quantizer alone
+    # would leave each clip in float32 between a DEQUANTIZE and a QUANTIZE
+    graph = load_model(ModelSource(path=FOLDER / name))
+    clips = [op for op in graph.ops if op.type.name == "RELU_0_TO_1"]
+    assert clips
+    for op in clips:
+        assert graph.tensors[op.inputs[0]].dtype.name == graph.tensors[op.outputs[0]].dtype.name == "INT8"
+    assert [op.type.name for op in graph.ops].count("DEQUANTIZE") == 1
