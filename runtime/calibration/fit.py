@@ -70,14 +70,19 @@ def _unit_params(unit: Mapping[str, Any]) -> tuple[tuple[Key, float], ...]:
 
 
 def _crossing_params(data: Mapping[str, Any], unit: str) -> list[Param]:
-    """The fixed cost of each CPU <-> HTP crossing (`copy.sync_us`), informed by the HTP's rows: AI Hub's
-    smallest models (MediaPipe's gesture classifier runs in 0.07 ms on the S24) bound it from above,
-    where no public figure does."""
-    try:
-        prior = float(data["copy"]["sync_us"])
-    except (KeyError, TypeError):
-        return []
-    return [Param(("copy", "sync_us"), prior, prior / SPREAD, prior * SPREAD, unit)] if prior > 0 else []
+    """A CPU <-> HTP crossing's fixed cost and copy rate (`copy.sync_us`, `copy.bandwidth_gbs`), informed
+    by the HTP's rows where no public figure is: AI Hub's smallest models bound the fixed cost from
+    above (MediaPipe's gesture classifier runs in 0.07 ms on the S24), and the models with the largest
+    inputs and outputs (super-resolution nets' 3 MB float32 outputs, UNet's 10 MB input) the rate."""
+    out = []
+    for key in ("sync_us", "bandwidth_gbs"):
+        try:
+            prior = float(data["copy"][key])
+        except (KeyError, TypeError):
+            continue
+        if prior > 0:
+            out.append(Param(("copy", key), prior, prior / SPREAD, prior * SPREAD, unit))
+    return out
 
 
 def _get(data: Any, path: Key) -> Any:
