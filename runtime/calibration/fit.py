@@ -107,7 +107,7 @@ def candidate_params(data: Mapping[str, Any], used: set[str]) -> list[Param]:
                 continue
             if prior > 0:
                 params.append(Param(path, prior, prior / SPREAD, min(cap, prior * SPREAD), name))
-        if _is_htp(unit):
+        if _is_htp(unit) and not any(p.path[0] == "copy" for p in params):   # one crossing, whichever HTP uses it
             params += _crossing_params(data, name)
     for i, device in enumerate((data.get("nnapi") or {}).get("devices", ())):
         key = f"nnapi:{device['name']}"
