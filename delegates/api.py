@@ -176,6 +176,14 @@ class Delegate:
         Default: none (the GPU delegate links element-wise ops as TFLite's GPU delegate does)."""
         return frozenset()
 
+    def absorbed_nodes(self, partition: "Partition") -> frozenset[int]:
+        """Nodes of the partition whose work the backend does inside the node before them, at no
+        cost of their own (an HTP convolution's output stage clamps to a ReLU's range): timed as
+        nothing, still counted as the delegate's nodes.
+        When: the plan is built (each allocation).
+        Default: none (the QNN delegate's HTP absorbs the activations Qualcomm documents)."""
+        return frozenset()
+
     def node_units(self, partition: "Partition") -> dict[int, str]:
         """Nodes of the partition that run on another unit than the kernel's (node -> profile unit
         name): NNAPI's runtime splits a model across the drivers that support its ops.

@@ -31,7 +31,7 @@ from sim.spec import UnitKind
 
 __all__ = ["QnnDelegate", "QnnOptions", "QnnBackend", "HtpPrecision", "HtpPerformanceMode", "HtpPerfCtrlStrategy",
            "HtpPdSession", "HtpOptimizationStrategy", "GpuPrecision", "GpuPerformanceMode", "LogLevel", "TABLE",
-           "LIBRARY", "is_qnn_library", "options_from_strings", "rule_table", "htp_fused_nodes"]
+           "LIBRARY", "is_qnn_library", "options_from_strings", "rule_table", "htp_fused_nodes", "htp_absorbed_nodes"]
 
 # The library benchmark_model's --external_delegate_path names for this delegate.
 LIBRARY = "libQnnTFLiteDelegate.so"
@@ -370,6 +370,13 @@ class QnnDelegate(BuiltinDelegate):
             return frozenset()
         return htp_fused_nodes(partition.graph, partition.nodes)
 
+    def absorbed_nodes(self, partition) -> frozenset[int]:
+        """The activations the HTP's matrix unit applies in the output stage of the convolution before
+        them (htp_absorbed_nodes): no HVX pass of their own. Only where the partition is fused."""
+        if not self._fuses:
+            return frozenset()
+        return htp_absorbed_nodes(partition.graph, htp_fused_nodes(partition.graph, partition.nodes))
+
     def unit_scales(self, unit):
         """A power-saver performance vote lowers the HTP's clock: the profile's powersave scales;
         htp_vtcm_size sets the VTCM the graph gets (sim/htp.vtcm_share)."""
@@ -404,7 +411,8 @@ class QnnDelegate(BuiltinDelegate):
 # before it runs, its op packages' DEF_OPTIM optimization rules (Qualcomm AI Engine Direct docs,
 # "HTP Op Package: optimization rules"), and the delegate's htp_use_fold_relu folds a ReLU into the
 # convolution's output range). A ReLU, a clamp or a residual ADD costs an HVX pass over the
-# convolution's output while it is still in VTCM, with no dispatch of its own.
+# convolution's output while it is still in VTCM, with no dispatch of its own; the activations the HMX
+# applies itself cost nothing (htp_absorbed_nodes).
 _HTP_FUSABLE = frozenset({OpType.RELU, OpType.RELU6, OpType.RELU_N1_TO_1, OpType.RELU_0_TO_1, OpType.LEAKY_RELU,
                           OpType.PRELU, OpType.HARD_SWISH, OpType.ADD, OpType.SUB, OpType.MUL})
 _HTP_PRODUCERS = frozenset({OpType.CONV_2D, OpType.DEPTHWISE_CONV_2D, OpType.TRANSPOSE_CONV,
@@ -431,3 +439,31 @@ def htp_fused_nodes(graph: Graph, nodes) -> frozenset[int]:
                 fused.add(i)
                 break
     return frozenset(fused)
+
+
+# The activations the HMX applies while it writes a convolution's output, per arithmetic: Qualcomm's QNN
+# HTP docs ("HTP network design recommendations", "Choice of activation functions": HMX fuses ReLU,
+# ReLUX and ReLUMinMax with the convolution before them in 8- and 16-bit quantized graphs, ReLUX and
+# ReLUMinMax in FP16 ones, PReLU / LeakyReLU and HardSwish in all three). A float16 graph's plain ReLU
+# is not among them: it stays an HVX pass.
+_HMX_FP16 = frozenset({OpType.RELU6, OpType.RELU_N1_TO_1, OpType.RELU_0_TO_1, OpType.PRELU, OpType.LEAKY_RELU,
+                         OpType.HARD_SWISH})
+_HMX_ACTIVATIONS = {False: _HMX_FP16 | {OpType.RELU}, True: _HMX_FP16}   # keyed by: computes in float
+# The ops that run on the HMX and so carry its output stage (a depthwise convolution runs on the HVX).
+_HMX_PRODUCERS = frozenset({OpType.CONV_2D, OpType.TRANSPOSE_CONV})
+
+
+def htp_absorbed_nodes(graph: Graph, fused) -> frozenset[int]:
+    """Of the fused nodes (htp_fused_nodes), the activations whose input a convolution on the HMX
+    produced, of a type the HMX applies in that arithmetic (_HMX_ACTIVATIONS)."""
+    producer = {t: i for i, op in enumerate(graph.ops) for t in op.outputs}
+    out = set()
+    for i in fused:
+        op = graph.ops[i]
+        if op.type not in _HMX_ACTIVATIONS[nm.computes_in_float(op, graph)]:
+            continue
+        live = [t for t in op.inputs if t >= 0 and not graph.tensors[t].is_constant]
+        made_by = producer.get(live[0]) if live else None
+        if made_by is not None and graph.ops[made_by].type in _HMX_PRODUCERS:
+            out.add(i)
+    return frozenset(out)

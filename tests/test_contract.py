@@ -106,6 +106,7 @@ DEFAULTS = {
         AddOnly().log_lines(DelegationSummary(2, 5, 2, 1, ("RELU: no",))),
         ["PythonDelegate delegate: 2 nodes delegated out of 5 nodes with 2 partitions."]),
     "Delegate.fused_nodes": lambda a: (AddOnly().fused_nodes(a.partition), frozenset()),
+    "Delegate.absorbed_nodes": lambda a: (AddOnly().absorbed_nodes(a.partition), frozenset()),
     "Delegate.node_units": lambda a: (AddOnly().node_units(a.partition), {}),
     "Delegate.unit_scales": lambda a: (AddOnly().unit_scales(a.gpu), Scales()),
     "Delegate.init_seconds": lambda a: (AddOnly().init_seconds(a.gpu.spec, a.graph), a.gpu.spec.init_s),

@@ -129,6 +129,12 @@ def test_damaged_fused_nodes_are_refused(graph, value):
 
 
 @FEW
+@given(value=BAD_FUSED)
+def test_damaged_absorbed_nodes_are_refused(graph, value):
+    refused(graph, "absorbed_nodes", absorbed_nodes=value)
+
+
+@FEW
 @given(value=BAD_MODES)
 def test_a_damaged_kernel_mode_is_refused(graph, value):
     refused(graph, "mode", mode=value)
@@ -141,7 +147,8 @@ def test_a_damaged_kernel_unit_is_refused(graph, value):
 
 
 @FEW
-@given(hook=st.sampled_from(["init_seconds", "invoke_seconds", "unit_scales", "node_units", "fused_nodes"]),
+@given(hook=st.sampled_from(["init_seconds", "invoke_seconds", "unit_scales", "node_units", "fused_nodes",
+                             "absorbed_nodes"]),
        exc=st.sampled_from([RuntimeError("broke"), KeyError("k"), ZeroDivisionError(), SystemExit(3)]))
 def test_an_exception_in_a_hook_is_a_delegate_error_naming_it(graph, hook, exc):
     def fails(*_):

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import yaml
 
-from delegates.qnn import QnnDelegate, QnnOptions, htp_fused_nodes
+from delegates.qnn import QnnDelegate, QnnOptions, htp_absorbed_nodes, htp_fused_nodes
 from runtime.interpreter.api import Interpreter
 from runtime.ir.errors import ProfileError
 from runtime.ir.optypes import OpType
+from runtime.ir.options import Activation
 from runtime.zoo import layers as L
 from runtime.zoo.builder import GraphBuilder
 from sim import htp as hx
@@ -170,6 +171,45 @@ def test_activations_and_adds_after_a_convolution_are_fused():
     assert htp_fused_nodes(graph, [i for i in kinds if kinds[i] is not OpType.CONV_2D]) == frozenset()
 
 
+def _activations() -> tuple:
+    """A convolution and a depthwise convolution, each followed by its own RELU6, then a RELU after
+    another convolution (activations as ops of their own, not fused options)."""
+    b = GraphBuilder("activations", 0)
+    x = b.input("input", (1, 8, 8, 32))
+    c = b.op(OpType.RELU6, [L.conv(b, x, 32, 1, 1, act=Activation.NONE, name="c0")], None, "conv_relu6")
+    d = b.op(OpType.RELU6, [L.depthwise(b, c, act=Activation.NONE, name="d0")], None, "dw_relu6")
+    return b.build([b.op(OpType.RELU, [L.conv(b, d, 32, 1, 1, act=Activation.NONE, name="c1")], None, "conv_relu")])
+
+
+def test_the_hmx_absorbs_the_activations_qualcomm_documents_per_arithmetic():
+    graph = _activations()
+    names = {i: graph.tensors[op.outputs[0]].name for i, op in enumerate(graph.ops)}
+    fused = htp_fused_nodes(graph, range(len(graph.ops)))
+    assert {names[i] for i in fused} == {"conv_relu6", "dw_relu6", "conv_relu"}
+    # float16: a clamp after a convolution, not a plain ReLU; nothing after a depthwise one (HVX)
+    assert {names[i] for i in htp_absorbed_nodes(graph, fused)} == {"conv_relu6"}
+    # int8: the plain ReLU too
+    q = calibrated_int8(graph, seed=1, samples=2)
+    qnames = {i: q.tensors[op.outputs[0]].name for i, op in enumerate(q.ops)}
+    absorbed = htp_absorbed_nodes(q, htp_fused_nodes(q, range(len(q.ops))))
+    assert {qnames[i] for i in absorbed} == {"conv_relu6", "conv_relu"}
+
+
+def test_an_absorbed_activation_takes_no_time_only_where_the_htp_has_its_mechanisms():
+    graph = calibrated_int8(_activations(), seed=1, samples=2)
+    ops = _by_name(graph, _dsp_ops(graph, str(S24)))
+    assert ops["conv_relu6"].end == ops["conv_relu6"].start and ops["conv_relu6"].bytes == 0
+    assert ops["conv_relu"].end == ops["conv_relu"].start
+    assert ops["dw_relu6"].end > ops["dw_relu6"].start          # an HVX pass over the depthwise output
+    plain = _by_name(graph, _dsp_ops(graph, str(PLAIN_HTP)))
+    assert plain["conv_relu6"].end > plain["conv_relu6"].start
+
+
+def _by_name(graph, intervals) -> dict:
+    """The DSP's op intervals by the name of the tensor each op writes."""
+    return {graph.tensors[graph.ops[dict(iv.args)["node"]].outputs[0]].name: iv for iv in intervals}
+
+
 def _dsp_ops(graph, device, **options) -> list:
     it = Interpreter(graph=graph, device=device, num_threads=4,
                      experimental_delegates=[QnnDelegate(QnnOptions(**options), load_profile(device))])
@@ -184,8 +224,9 @@ def _dsp_ops(graph, device, **options) -> list:
 
 def test_fused_ops_pay_no_dispatch_only_where_the_htp_has_its_mechanisms():
     graph = _residual()
-    fused = [iv for iv in _dsp_ops(graph, str(S24)) if iv.name in ("relu", "add")]
-    plain = [iv for iv in _dsp_ops(graph, str(PLAIN_HTP)) if iv.name in ("relu", "add")]
+    fused = [iv for name, iv in _by_name(graph, _dsp_ops(graph, str(S24))).items() if name in ("relu", "add")]
+    plain = [iv for name, iv in _by_name(graph, _dsp_ops(graph, str(PLAIN_HTP))).items() if name in ("relu", "add")]
+    assert len(fused) == len(plain) == 2
     s24, generic = load_profile(S24).unit("dsp"), load_profile(PLAIN_HTP).unit("dsp")
     assert all(iv.end - iv.start < s24.dispatch_s for iv in fused)     # linked into the convolution
     assert all(iv.end - iv.start >= generic.dispatch_s for iv in plain)

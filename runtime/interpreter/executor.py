@@ -120,6 +120,7 @@ class Executor:
         graph, part = self.graph, step.partition
         ops = []
         fused = hook_values.fused_nodes(step.delegate, part)
+        absorbed = hook_values.absorbed_nodes(step.delegate, part)
         elsewhere = hook_values.node_units(step.delegate, part)
         for i in part.nodes:
             if i in self.folded:
@@ -133,6 +134,8 @@ class Executor:
             work = self._work(i, precision, runs_on.channel_align)
             if i in fused:
                 work = _linked(work, graph.ops[i], graph, self.shapes, runs_on.channel_align)
+            if i in absorbed:
+                work = _absorbed(work)
             # where weights fill a unit's on-chip memory in plan order (sim/mechanisms.sram_resident),
             # and which of its tensors cross the partition's boundary (sim/htp.vtcm_split)
             work = dataclasses.replace(work, weights_before=self._placed[runs_on.name],
@@ -405,6 +408,13 @@ def _linked(work: Work, op, graph: Graph, shapes, align: int) -> Work:
                   if t >= 0 and not graph.tensors[t].is_constant)
     side = sum(live[:-1])   # the largest live input is the linked one (an ADD's operands are alike)
     return dataclasses.replace(work, fused=True, bytes_read=side, bytes_written=0, weight_bytes=0)
+
+
+def _absorbed(work: Work) -> Work:
+    """An op whose work the node before it does (the delegate's absorbed_nodes): no launch, no
+    arithmetic, no bytes of its own; it stays in the plan, timed as nothing."""
+    return dataclasses.replace(work, fused=True, macs=0, elem_ops=0, bytes_read=0, bytes_written=0,
+                               weight_bytes=0, gemm=None)
 
 
 def _flag_nonfinite(counts: Counter, delegate: str, graph: Graph, t: int) -> None:

@@ -19,7 +19,8 @@ from runtime.ir.errors import DelegateError
 from sim.numerics import NumericMode
 from sim.unit import Scales
 
-__all__ = ["MAX_SECONDS", "MAX_SCALE", "ask", "seconds", "scales", "node_units", "fused_nodes", "mode", "kernel_unit"]
+__all__ = ["MAX_SECONDS", "MAX_SCALE", "ask", "seconds", "scales", "node_units", "fused_nodes", "absorbed_nodes", "mode",
+           "kernel_unit"]
 
 MAX_SECONDS = 3600.0   # one fixed cost (an init, one invoke's call) longer than an hour is no phone's figure
 MAX_SCALE = 1e6        # a backend or preference moving a unit's rate, power or dispatch a millionfold is not one
@@ -89,8 +90,17 @@ def node_units(delegate, partition) -> dict[int, str]:
 
 def fused_nodes(delegate, partition) -> frozenset[int]:
     """fused_nodes' answer: a set (frozenset, set, tuple or list) of the partition's own nodes."""
-    what = f"{delegate.name} fused_nodes"
-    value = ask(delegate, "fused_nodes", delegate.fused_nodes, partition)
+    return _node_set(delegate, partition, "fused_nodes", delegate.fused_nodes)
+
+
+def absorbed_nodes(delegate, partition) -> frozenset[int]:
+    """absorbed_nodes' answer: a set (frozenset, set, tuple or list) of the partition's own nodes."""
+    return _node_set(delegate, partition, "absorbed_nodes", delegate.absorbed_nodes)
+
+
+def _node_set(delegate, partition, hook: str, method) -> frozenset[int]:
+    what = f"{delegate.name} {hook}"
+    value = ask(delegate, hook, method, partition)
     if not isinstance(value, (frozenset, set, tuple, list)):
         raise DelegateError(f"{what} returned {_shown(value)}, not a frozenset of nodes")
     nodes = set(partition.nodes)
