@@ -447,7 +447,7 @@ def htp_fused_nodes(graph: Graph, nodes) -> frozenset[int]:
 # ReLUMinMax in FP16 ones, PReLU / LeakyReLU and HardSwish in all three). A float16 graph's plain ReLU
 # is not among them: it stays an HVX pass.
 _HMX_FP16 = frozenset({OpType.RELU6, OpType.RELU_N1_TO_1, OpType.RELU_0_TO_1, OpType.PRELU, OpType.LEAKY_RELU,
-                         OpType.HARD_SWISH})
+                       OpType.HARD_SWISH})
 _HMX_ACTIVATIONS = {False: _HMX_FP16 | {OpType.RELU}, True: _HMX_FP16}   # keyed by: computes in float
 # The ops that run on the HMX and so carry its output stage (a depthwise convolution runs on the HVX).
 _HMX_PRODUCERS = frozenset({OpType.CONV_2D, OpType.TRANSPOSE_CONV})
@@ -456,7 +456,7 @@ _HMX_PRODUCERS = frozenset({OpType.CONV_2D, OpType.TRANSPOSE_CONV})
 def htp_absorbed_nodes(graph: Graph, fused) -> frozenset[int]:
     """Of the fused nodes (htp_fused_nodes), the activations whose input a convolution on the HMX
     produced, of a type the HMX applies in that arithmetic (_HMX_ACTIVATIONS)."""
-    producer = {t: i for i, op in enumerate(graph.ops) for t in op.outputs}
+    producer = graph.producers()
     out = set()
     for i in fused:
         op = graph.ops[i]
