@@ -61,6 +61,7 @@ class Work:
     spatial: tuple[int, int] = (0, 0)          # output height and width of an NHWC output (HTP croutons)
     edge_bytes: int = 0                        # bytes of its tensors that cross its partition's boundary
     winograd_tiles: int = 0                    # 4x4 output tiles of a 3x3, stride-1, undilated convolution
+    group_depth: int = 0                       # input channels per group of a grouped convolution (0: not grouped)
 
     @property
     def bytes(self) -> int:
@@ -158,7 +159,8 @@ def htp_efficiency(work: Work, htp: hx.Htp) -> float:
         return 1.0
     block = htp.block_int8 if work.precision is Precision.INT8 else htp.block_fp16
     if work.op_class is OpClass.CONV and work.gemm is not None:
-        return hx.hmx_efficiency(height, width, work.channels, work.gemm[2], block, htp.depth_tile)
+        return hx.hmx_efficiency(height, width, work.channels, work.gemm[2], block, htp.depth_tile,
+                                 work.group_depth)
     if work.op_class in (OpClass.DEPTHWISE, OpClass.POOL, OpClass.ELEMENTWISE):
         return hx.crouton_efficiency(height, width, work.channels, block, htp.depth_tile)
     return 1.0

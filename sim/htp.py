@@ -50,15 +50,21 @@ def crouton_efficiency(height: int, width: int, channels: int, block: tuple[int,
 
 
 def hmx_efficiency(height: int, width: int, channels: int, reduction: int, block: tuple[int, int],
-                   depth: int) -> float:
+                   depth: int, group_depth: int = 0) -> float:
     """Share of the HMX matrix unit a convolution keeps busy: its output in whole croutons
     (crouton_efficiency) and its reduction (the filter's kh x kw x input channels) in whole steps
     of 32, so a 1x1 convolution over 16 channels wastes half of every step. Source: as for
     crouton_efficiency; the reduction step is the crouton's depth (assumed: the HMX consumes one
-    crouton depth of weights per step; Qualcomm publishes no HMX micro-architecture)."""
+    crouton depth of weights per step; Qualcomm publishes no HMX micro-architecture).
+    A grouped convolution (group_depth input channels a group) reduces over each group alone: a
+    group of 8 channels fills a quarter of a 32-channel step at every filter tap. Source:
+    Qualcomm's QNN HTP docs ("HTP network design recommendations", "Number of channels": in a
+    grouped convolution, have more channels in a group, up to the hardware's capacity of 32)."""
     out = crouton_efficiency(height, width, channels, block, depth)
     if reduction <= 0:
         return out
+    if group_depth > 0 and reduction % group_depth == 0:
+        return out * group_depth / _padded(group_depth, depth)
     return out * reduction / _padded(reduction, depth)
 
 

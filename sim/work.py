@@ -140,7 +140,15 @@ def describe(op: Op, graph: Graph, shapes: Sequence[Sequence[int]], precision: P
                 gemm=_gemm_shape(op, ins, outs), rows=_rows(out), channels=out[-1] if out else 0,
                 im2col_bytes=_im2col_bytes(op, ins, outs, precision), im2col_rows=_im2col_rows(op, ins, outs),
                 items=_items(op, ins, outs, cls, channel_align), weight_bytes=weights, spatial=_spatial(out),
-                winograd_tiles=_winograd_tiles(op, ins, outs))
+                winograd_tiles=_winograd_tiles(op, ins, outs), group_depth=_group_depth(op, ins))
+
+
+def _group_depth(op: Op, ins: list) -> int:
+    """Input channels per group of a grouped CONV_2D (its filter reads fewer channels than its input
+    has); 0 for an ordinary convolution and other ops."""
+    if op.type is OpType.CONV_2D and ins[0] is not None and ins[1] is not None and ins[1][3] < ins[0][-1]:
+        return ins[1][3]
+    return 0
 
 
 def _spatial(shape: Shape) -> tuple[int, int]:

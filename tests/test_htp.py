@@ -25,6 +25,7 @@ from sim.profile import PROFILE_DIR, load_profile, profile_from_dict
 from sim.soc import SoC
 from sim.trace import Kind
 from sim.unit import Scales
+from sim.work import describe
 from tests.sim_kit import calibrated_int8
 
 S24 = PROFILE_DIR / "priors" / "galaxy_s24.yaml"
@@ -49,6 +50,24 @@ def test_the_hmx_takes_its_reduction_in_steps_of_32():
     assert hx.hmx_efficiency(8, 8, 32, 576, (8, 8), 32) == 1.0       # 3x3 over 64
     assert hx.hmx_efficiency(8, 8, 32, 147, (8, 8), 32) == pytest.approx(147 / 160)   # 7x7 over 3
     assert hx.hmx_efficiency(8, 8, 16, 64, (8, 8), 32) == 0.5        # 16 output channels in a 32 one
+
+
+def test_a_grouped_convolution_fills_32_channels_of_the_hmx_per_group():
+    # 8 input channels a group (XLSR) fill a quarter of each step, however many taps the filter has
+    assert hx.hmx_efficiency(8, 8, 32, 72, (8, 8), 32, group_depth=8) == 0.25
+    assert hx.hmx_efficiency(8, 8, 32, 72, (8, 8), 32) == 0.75                        # read as one reduction
+    assert hx.hmx_efficiency(8, 8, 32, 9 * 48, (8, 8), 32, group_depth=48) == 0.75    # RegNet's 48: 64
+    assert hx.hmx_efficiency(8, 8, 32, 9 * 32, (8, 8), 32, group_depth=32) == 1.0     # ResNeXt's widest
+
+
+def test_a_grouped_conv_2d_carries_its_group_depth_into_its_work():
+    b = GraphBuilder("grouped")
+    x = b.input("x", (1, 8, 8, 32))
+    grouped = b.op(OpType.CONV_2D, [x, b.const("w", np.zeros((32, 3, 3, 8), np.float32)), -1])
+    dense = b.op(OpType.CONV_2D, [grouped, b.const("v", np.zeros((32, 3, 3, 32), np.float32)), -1])
+    graph = b.build([dense])
+    shapes = [t.shape for t in graph.tensors]
+    assert [describe(op, graph, shapes, Precision.INT8).group_depth for op in graph.ops] == [8, 0]
 
 
 def test_vtcm_keeps_the_intermediates_that_fit_and_spills_the_rest():
