@@ -429,8 +429,9 @@ class Worker:
                                      cwd=ROOT, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, encoding="utf-8", errors="surrogateescape")
-        ready, _, _ = select.select([self.proc.stdout], [], [], 120)
-        if not ready or not self.proc.stdout.readline():
+        # No time limit on the start: on a cold, busy host its imports (and numba's first compiles) can take
+        # minutes; the worker either writes its ready line or exits, and a closed pipe reads as "".
+        if not self.proc.stdout.readline():
             self.close()
             raise RuntimeError("the fuzz worker did not start")
 
