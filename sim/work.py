@@ -140,15 +140,17 @@ def describe(op: Op, graph: Graph, shapes: Sequence[Sequence[int]], precision: P
                 gemm=_gemm_shape(op, ins, outs), rows=_rows(out), channels=out[-1] if out else 0,
                 im2col_bytes=_im2col_bytes(op, ins, outs, precision), im2col_rows=_im2col_rows(op, ins, outs),
                 items=_items(op, ins, outs, cls, channel_align), weight_bytes=weights, spatial=_spatial(out),
-                winograd_tiles=_winograd_tiles(op, ins, outs), group_depth=_group_depth(op, ins))
+                winograd_tiles=_winograd_tiles(op, ins, outs), group_depth=_group_depth(op, shapes))
 
 
-def _group_depth(op: Op, ins: list) -> int:
+def _group_depth(op: Op, shapes: Sequence[Sequence[int]]) -> int:
     """Input channels per group of a grouped CONV_2D (its filter reads fewer channels than its input
-    has); 0 for an ordinary convolution and other ops."""
-    if op.type is OpType.CONV_2D and ins[0] is not None and ins[1] is not None and ins[1][3] < ins[0][-1]:
-        return ins[1][3]
-    return 0
+    has); 0 for an ordinary convolution and other ops. Read from the tensors' own shapes: a unit that
+    pads channels (a GPU's slices of 4) would make a 3-channel input look wider than its filter."""
+    if op.type is not OpType.CONV_2D or len(op.inputs) < 2 or min(op.inputs[:2]) < 0:
+        return 0
+    depth = shapes[op.inputs[1]][-1]
+    return depth if depth < shapes[op.inputs[0]][-1] else 0
 
 
 def _spatial(shape: Shape) -> tuple[int, int]:

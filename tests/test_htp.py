@@ -68,6 +68,11 @@ def test_a_grouped_conv_2d_carries_its_group_depth_into_its_work():
     graph = b.build([dense])
     shapes = [t.shape for t in graph.tensors]
     assert [describe(op, graph, shapes, Precision.INT8).group_depth for op in graph.ops] == [8, 0]
+    # a unit that pads channels to 4 stores a 3-channel image 4 wide: its dense filter is still not grouped
+    b = GraphBuilder("rgb")
+    rgb = b.op(OpType.CONV_2D, [b.input("x", (1, 8, 8, 3)), b.const("w", np.zeros((8, 3, 3, 3), np.float32)), -1])
+    graph = b.build([rgb])
+    assert describe(graph.ops[0], graph, [t.shape for t in graph.tensors], Precision.FLOAT32, 4).group_depth == 0
 
 
 def test_vtcm_keeps_the_intermediates_that_fit_and_spills_the_rest():
