@@ -15,7 +15,7 @@ from delegates.qnn import QnnDelegate, QnnOptions, htp_absorbed_nodes, htp_fused
 from runtime.interpreter.api import Interpreter
 from runtime.ir.errors import ProfileError
 from runtime.ir.optypes import OpType
-from runtime.ir.options import Activation
+from runtime.ir.options import Activation, Padding
 from runtime.zoo import layers as L
 from runtime.zoo.builder import GraphBuilder
 from sim import htp as hx
@@ -153,7 +153,7 @@ def test_the_htp_vtcm_size_option_sets_the_vtcm_the_unit_uses():
 
 def test_the_galaxy_s24_prior_gives_its_htp_the_mechanisms():
     dsp = load_profile(S24).unit("dsp")
-    assert dsp.mech.htp == hx.Htp(32, (8, 8), (8, 4), 8 * MIB, 384e9, 3e9)
+    assert dsp.mech.htp == hx.Htp(32, (8, 8), (8, 4), 8 * MIB, 384e9, 6e9)
     assert dsp.macs_per_s[Precision.FLOAT16] == dsp.macs_per_s[Precision.INT8] / 2
 
 
@@ -167,7 +167,7 @@ def test_htp_keys_on_a_dsp_without_an_htp_are_refused_by_name():
         profile_from_dict(data, "p.yaml")
 
 
-def test_a_float_graph_pays_per_byte_of_its_float32_inputs():
+def test_the_ops_on_a_float_image_pay_per_byte_they_read():
     assert hx.float_edge_seconds(600_000, 3e9) == pytest.approx(2e-4)
     assert hx.float_edge_seconds(1_200_000, 3e9) == pytest.approx(2 * hx.float_edge_seconds(600_000, 3e9))
     assert hx.float_edge_seconds(0, 3e9) == 0.0
@@ -273,13 +273,31 @@ def _edges(graph, device) -> list:
     return [iv for iv in it.simulation.soc.trace.intervals if iv.name.endswith("float inputs")]
 
 
-def test_a_float_graph_on_the_htp_pays_for_its_float32_input_bytes_and_an_int8_one_does_not():
+def _normalised(per_channel: bool = True) -> tuple:
+    """A 32x32x3 float image normalised (SUB, MUL: by one value per channel, or by a scalar), padded,
+    then convolved, and a ReLU after the convolution: the ops of a classifier's first layer."""
+    b = GraphBuilder("normalised", 0)
+    x = b.input("image", (1, 32, 32, 3))
+    shape = (1, 1, 1, 3) if per_channel else ()
+    x = b.op(OpType.SUB, [x, b.const("mean", np.full(shape, 0.45, np.float32))])
+    x = b.op(OpType.MUL, [x, b.const("scale", np.full(shape, 4.4, np.float32))])
+    x = b.op(OpType.PAD, [x, b.const("pads", np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32))])
+    x = L.conv(b, x, 32, 3, 1, padding=Padding.VALID, name="c0")
+    x = b.op(OpType.ADD, [x, b.const("bias2", np.full((1, 1, 1, 32), 0.1, np.float32))])
+    return b.build([x])
+
+
+def test_a_float_graph_pays_for_each_op_on_its_float32_image_before_the_first_convolution():
     rate = load_profile(S24).unit("dsp").mech.htp.float_edge_bandwidth
     assert rate > 0
-    (edges,) = _edges(_wide(), str(S24))                  # one 1x96x96x8 float32 input; its output is free
-    assert edges.end - edges.start == pytest.approx(96 * 96 * 8 * 4 / rate)
-    assert _edges(calibrated_int8(_wide(), seed=1, samples=2), str(S24)) == []
-    assert _edges(_wide(), str(PLAIN_HTP)) == []                       # an HTP without the mechanism
+    image = 32 * 32 * 3 * 4                               # float32 bytes each op before the conv reads
+    (edges,) = _edges(_normalised(), str(S24))            # SUB, MUL and PAD; not the ADD after the conv
+    assert edges.end - edges.start == pytest.approx(3 * image / rate)
+    (scalar,) = _edges(_normalised(per_channel=False), str(S24))   # a scalar SUB and MUL read nothing here
+    assert scalar.end - scalar.start == pytest.approx(image / rate)
+    assert _edges(_wide(), str(S24)) == []                # the first op is a convolution: no such ops
+    assert _edges(calibrated_int8(_normalised(), seed=1, samples=2), str(S24)) == []   # QUANTIZE first
+    assert _edges(_normalised(), str(PLAIN_HTP)) == []    # an HTP without the mechanism
 
 
 def test_a_smaller_vtcm_share_sends_intermediates_to_dram():

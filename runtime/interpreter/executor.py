@@ -32,6 +32,7 @@ __all__ = ["Executor", "OpJob", "PartitionJob"]
 _LOG = logging.getLogger("delegate_testbed")
 
 _VIEWS = (NumericMode.FLOAT32_VIEW, NumericMode.FLOAT16)
+_MATRIX = (OpClass.CONV, OpClass.GEMM)   # ops an HTP runs on its matrix unit, in its own layout
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ class PartitionJob:
     outputs: tuple[tuple[int, int], ...]     # (tensor, bytes crossing out)
     to_float: int                            # elements (de)quantized on the CPU at the boundary
     weights: int                             # constant bytes uploaded at init
-    float_input_bytes: int = 0               # bytes of its float32 inputs that its unit computes in float16
+    flat_input_bytes: int = 0                # float32 bytes read in the app's layout before a float16 graph's
+                                             # first matrix op (sim/htp.float_edge_seconds)
 
 
 def _scales(step: DelegateStep, unit: Unit) -> Scales:
@@ -151,13 +153,30 @@ class Executor:
         return PartitionJob(step, unit, mode, _scales(step, unit), tuple(ops),
                              tuple((t, self._bytes(t)) for t in inputs),
                              tuple((t, self._bytes(t)) for t in part.outputs), to_float,
-                             sum(self._bytes(t) for t in weights), self._float_input_bytes(inputs, ops))
+                             sum(self._bytes(t) for t in weights), self._flat_input_bytes(inputs, ops))
 
-    def _float_input_bytes(self, inputs: Sequence[int], ops: Sequence[OpJob]) -> int:
-        """Bytes of the partition's float32 inputs that an op of it reads in float16."""
+    def _flat_input_bytes(self, inputs: Sequence[int], ops: Sequence[OpJob]) -> int:
+        """Float32 bytes that the float16 ops before the partition's first convolution or fully
+        connected op read from its float32 inputs and from what those ops make of them: the image's
+        normalisation, padding and any filter up to the first matrix op (sim/htp.float_edge_seconds).
+        An element-wise op by one scalar constant reads nothing here: it treats every value alike."""
         graph = self.graph
-        read = {t for op in ops if op.work.precision is Precision.FLOAT16 for t in graph.ops[op.op].inputs}
-        return sum(self._bytes(t) for t in inputs if graph.tensors[t].dtype is DType.FLOAT32 and t in read)
+        flat = {t for t in inputs if graph.tensors[t].dtype is DType.FLOAT32}
+        total = 0
+        for job in ops:
+            node = graph.ops[job.op]
+            read = [t for t in node.inputs if t >= 0 and t in flat]
+            if not read or job.work.precision is not Precision.FLOAT16 or job.work.op_class in _MATRIX:
+                continue
+            flat.update(t for t in node.outputs if t >= 0)
+            if not self._by_scalar(node, job.work):
+                total += sum(self._bytes(t) for t in read)
+        return total
+
+    def _by_scalar(self, node, work: Work) -> bool:
+        """An element-wise op whose constant operand is one value (a scale or shift for every channel)."""
+        return work.op_class is OpClass.ELEMENTWISE and any(
+            t >= 0 and self.graph.tensors[t].is_constant and int(np.prod(self.shapes[t])) == 1 for t in node.inputs)
 
     def _edge_bytes(self, op, part, precision: Precision, align: int) -> int:
         """Bytes, as the unit stores them, of the op's tensors the partition takes in or gives out."""
@@ -300,7 +319,7 @@ class Executor:
         seconds = hook_values.seconds(delegate, "invoke_seconds", delegate.invoke_seconds, job.unit.spec)
         if seconds:
             yield Hold(job.unit, seconds, f"{delegate.name} invoke", Kind.INVOKE, precision, job.scales)
-        edges = job.unit.float_edge_seconds(job.float_input_bytes, job.scales)
+        edges = job.unit.float_edge_seconds(job.flat_input_bytes, job.scales)
         if edges:
             yield Hold(job.unit, edges, f"{delegate.name} float inputs", Kind.INVOKE, Precision.FLOAT16, job.scales)
         yield Begin(job.unit)
