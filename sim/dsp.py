@@ -30,9 +30,9 @@ class DspUnit(Unit):
     def begin_graph(self) -> None:
         self._banked = 0.0
 
-    def float_edge_seconds(self, flat_bytes: int, scale) -> float:
+    def float_edge_seconds(self, edge_bytes: int, scale) -> float:
         htp = self.rates_at(1, scale).mech.htp
-        return 0.0 if htp is None else float_edge_seconds(flat_bytes, htp.float_edge_bandwidth)
+        return 0.0 if htp is None else float_edge_seconds(edge_bytes, htp.float_edge_bandwidth)
 
     def seconds(self, cost: OpCost, work: Work, scale, bandwidth: float, threads: int) -> float:
         """On an HTP with its mechanisms, the op's weights may already be in VTCM: its DMA fetched

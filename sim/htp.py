@@ -20,8 +20,8 @@ class Htp:
     block_fp16: the crouton's rows x columns of an 8-bit / a 16-bit activation (8 x 8 and 8 x 4:
     both 2 KB with 32 channels). vtcm_bytes: the on-chip tightly coupled memory the graph may use;
     vtcm_bandwidth: bytes/s the HMX and HVX read and write it at (0: as fast as the compute, free).
-    float_edge_bandwidth: float32 bytes/s at which a float16 graph's ops before its first
-    convolution read its float32 image (float_edge_seconds; 0: free)."""
+    float_edge_bandwidth: bytes/s at which a float16 graph reads its float32 edges: its image before
+    its first convolution, its outputs (float_edge_seconds; 0: free)."""
 
     depth_tile: int = 32
     block_int8: tuple[int, int] = (8, 8)
@@ -125,19 +125,22 @@ def prefetch_room(vtcm_bytes: float, dram_bandwidth: float) -> float:
     return 0.0 if vtcm_bytes <= 0 or dram_bandwidth <= 0 else vtcm_bytes / 2 / dram_bandwidth
 
 
-def float_edge_seconds(flat_bytes: int, bandwidth: float) -> float:
-    """Time an execute of a float16 QNN graph spends on the ops that work on its float32 image before
-    its first convolution. Qualcomm's QNN HTP docs ("QNN HTP-FP16 Op Package": a float32 graph keeps
-    its APP_WRITE tensors in float32 and the HTP computes in float16) leave the change of type and
-    layout to the graph; the HTP's own layout holds 32 channels a crouton, and its design
-    recommendations ("Number of channels"; "Use space-to-depth transformation") say that activations
-    of few channels match the hardware poorly. The form is assumed from AI Hub's rows: each op between
-    the image and the first convolution or fully connected op (a per-channel normalising SUB and
-    MUL, a PAD, a depthwise filter) costs its float32 input bytes (`flat_bytes`, their sum) at this
-    rate; an element-wise op by one scalar and every op from the first convolution on cost nothing
-    here. So a 224x224 classifier that normalises and pads its 600 KB image pays three passes (about
-    0.3 ms beyond its int8 twin), MediaPipe's face landmark net, whose first op is a convolution,
-    none (0.151 ms in all on the S24, 0.04 ms beyond its int8 twin), and a low-resolution FFNet five
-    passes over 6.3 MB (about 5 ms beyond its twin). An 8-bit graph's edges are QUANTIZE / DEQUANTIZE
-    ops instead, costed as ops. The rate is fitted per phone."""
-    return max(0, flat_bytes) / bandwidth if bandwidth > 0 else 0.0
+def float_edge_seconds(edge_bytes: int, bandwidth: float) -> float:
+    """Time an execute of a float16 QNN graph spends at its float32 edges: on the ops that work on its
+    float32 image before its first convolution, and on its float32 outputs. Qualcomm's QNN HTP docs
+    ("QNN HTP-FP16 Op Package": a float32 graph keeps its APP_WRITE and APP_READ tensors in float32 and
+    the HTP computes in float16) leave the change of type and layout to the graph; the HTP's own layout
+    holds 32 channels a crouton, and its design recommendations ("Number of channels"; "Use
+    space-to-depth transformation") say that activations of few channels match the hardware poorly.
+    The form is assumed from AI Hub's rows: each op between the image and the first convolution or
+    fully connected op (a per-channel normalising SUB and MUL, a PAD, a depthwise filter) reads its
+    float32 input bytes, each float32 output is read once in float16 as it leaves, and `edge_bytes`,
+    their sum, take this rate; an element-wise op by one scalar and the ops from the first
+    convolution on cost nothing here. So a 224x224 classifier that normalises and pads its 600 KB
+    image pays three passes (about 0.3 ms beyond its int8 twin), MediaPipe's face landmark net, whose
+    first op is a convolution and whose outputs are small, almost nothing (0.151 ms in all on the
+    S24, 0.04 ms beyond its int8 twin), a low-resolution FFNet five passes over 6.3 MB (about 5 ms
+    beyond its twin), and QuickSRNet Small its 3 MB float32 output (about 0.3 ms beyond what its MACs
+    explain). An 8-bit graph's edges are QUANTIZE / DEQUANTIZE ops instead, costed as ops. The rate
+    is fitted per phone."""
+    return max(0, edge_bytes) / bandwidth if bandwidth > 0 else 0.0

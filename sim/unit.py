@@ -127,10 +127,9 @@ class Unit:
     def begin_graph(self) -> None:
         """A delegated partition starts on this unit (the HTP's DMA starts with nothing fetched ahead)."""
 
-    def float_edge_seconds(self, flat_bytes: int, scale: Scales) -> float:
-        """What one execute of a float16 graph pays for the ops that read `flat_bytes` of its float32
-        image before its first convolution (nothing here; an HTP with its mechanisms:
-        sim.htp.float_edge_seconds)."""
+    def float_edge_seconds(self, edge_bytes: int, scale: Scales) -> float:
+        """What one execute of a float16 graph pays to read `edge_bytes` at its float32 edges (nothing
+        here; an HTP with its mechanisms: sim.htp.float_edge_seconds)."""
         return 0.0
 
     def alone_cost(self, work: Work, scale: Scales = Scales(), threads: int = 1) -> OpCost:

@@ -291,11 +291,13 @@ def test_a_float_graph_pays_for_each_op_on_its_float32_image_before_the_first_co
     rate = load_profile(S24).unit("dsp").mech.htp.float_edge_bandwidth
     assert rate > 0
     image = 32 * 32 * 3 * 4                               # float32 bytes each op before the conv reads
+    output = 32 * 32 * 32 * 2                             # the float32 output, read once in float16
     (edges,) = _edges(_normalised(), str(S24))            # SUB, MUL and PAD; not the ADD after the conv
-    assert edges.end - edges.start == pytest.approx(3 * image / rate)
+    assert edges.end - edges.start == pytest.approx((3 * image + output) / rate)
     (scalar,) = _edges(_normalised(per_channel=False), str(S24))   # a scalar SUB and MUL read nothing here
-    assert scalar.end - scalar.start == pytest.approx(image / rate)
-    assert _edges(_wide(), str(S24)) == []                # the first op is a convolution: no such ops
+    assert scalar.end - scalar.start == pytest.approx((image + output) / rate)
+    (wide,) = _edges(_wide(), str(S24))                   # the first op is a convolution: the output alone
+    assert wide.end - wide.start == pytest.approx(96 * 96 * 8 * 2 / rate)
     assert _edges(calibrated_int8(_normalised(), seed=1, samples=2), str(S24)) == []   # QUANTIZE first
     assert _edges(_normalised(), str(PLAIN_HTP)) == []    # an HTP without the mechanism
 

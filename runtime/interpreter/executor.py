@@ -58,8 +58,8 @@ class PartitionJob:
     outputs: tuple[tuple[int, int], ...]     # (tensor, bytes crossing out)
     to_float: int                            # elements (de)quantized on the CPU at the boundary
     weights: int                             # constant bytes uploaded at init
-    flat_input_bytes: int = 0                # float32 bytes read in the app's layout before a float16 graph's
-                                             # first matrix op (sim/htp.float_edge_seconds)
+    float_edge_bytes: int = 0                # bytes a float16 graph reads at its float32 edges: its image before
+                                             # the first matrix op, its outputs (sim/htp.float_edge_seconds)
 
 
 def _scales(step: DelegateStep, unit: Unit) -> Scales:
@@ -153,7 +153,8 @@ class Executor:
         return PartitionJob(step, unit, mode, _scales(step, unit), tuple(ops),
                              tuple((t, self._bytes(t)) for t in inputs),
                              tuple((t, self._bytes(t)) for t in part.outputs), to_float,
-                             sum(self._bytes(t) for t in weights), self._flat_input_bytes(inputs, ops))
+                             sum(self._bytes(t) for t in weights),
+                             self._flat_input_bytes(inputs, ops) + self._flat_output_bytes(part.outputs, ops))
 
     def _flat_input_bytes(self, inputs: Sequence[int], ops: Sequence[OpJob]) -> int:
         """Float32 bytes that the float16 ops before the partition's first convolution or fully
@@ -172,6 +173,14 @@ class Executor:
             if not self._by_scalar(node, job.work):
                 total += sum(self._bytes(t) for t in read)
         return total
+
+    def _flat_output_bytes(self, outputs: Sequence[int], ops: Sequence[OpJob]) -> int:
+        """Float16 bytes of the partition's float32 outputs that its float16 ops make: each is read once
+        as it leaves in float32, in the app's layout (sim/htp.float_edge_seconds)."""
+        graph = self.graph
+        made = {t for job in ops if job.work.precision is Precision.FLOAT16 for t in graph.ops[job.op].outputs}
+        return sum(tensor_bytes(self.shapes[t], Precision.FLOAT16) for t in outputs
+                   if t in made and graph.tensors[t].dtype is DType.FLOAT32)
 
     def _by_scalar(self, node, work: Work) -> bool:
         """An element-wise op whose constant operand is one value (a scale or shift for every channel)."""
@@ -319,7 +328,7 @@ class Executor:
         seconds = hook_values.seconds(delegate, "invoke_seconds", delegate.invoke_seconds, job.unit.spec)
         if seconds:
             yield Hold(job.unit, seconds, f"{delegate.name} invoke", Kind.INVOKE, precision, job.scales)
-        edges = job.unit.float_edge_seconds(job.flat_input_bytes, job.scales)
+        edges = job.unit.float_edge_seconds(job.float_edge_bytes, job.scales)
         if edges:
             yield Hold(job.unit, edges, f"{delegate.name} float inputs", Kind.INVOKE, Precision.FLOAT16, job.scales)
         yield Begin(job.unit)
