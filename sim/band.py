@@ -253,7 +253,7 @@ def _span(ctx: ProfileCtx, value: Any, path: tuple) -> tuple[int, int]:
 
 def _precision_set(ctx: ProfileCtx, value: Any, path: tuple) -> frozenset[ModelPrecision]:
     names = {p.value for p in ModelPrecision}
-    if not isinstance(value, list) or not value or any(v not in names for v in value):
+    if not isinstance(value, list) or not value or any(not isinstance(v, str) or v not in names for v in value):
         raise ctx.fail(path, f"must be a list of precisions ({', '.join(sorted(names))}), got {show_value(value)}")
     return frozenset(ModelPrecision(v) for v in value)
 

@@ -113,6 +113,7 @@ def test_error_band_groups_held_out_rows_by_delegate(tmp_path):
     (lambda b: b["gpu"].pop("p90_pct"), "error_band.gpu.p90_pct: required key is missing"),
     (lambda b: b["gpu"].update(macs=[5, 1]), "error_band.gpu.macs: least 5 exceeds most 1"),
     (lambda b: b["gpu"].update(precisions=["int4"]), "error_band.gpu.precisions: must be a list of precisions"),
+    (lambda b: b["gpu"].update(precisions=[["float32"]]), "error_band.gpu.precisions: must be a list of precisions"),
     (lambda b: b["gpu"]["op_share"].update(convolution=[0, 1]), "error_band.gpu.op_share.convolution: unknown op"),
     (lambda b: b["gpu"].update(median_pct=-1), "error_band.gpu.median_pct: must be a percentage"),
 ])
