@@ -270,7 +270,7 @@ def _edges(graph, device) -> list:
                      experimental_delegates=[QnnDelegate(QnnOptions(), load_profile(device))])
     it.allocate_tensors()
     it.invoke()
-    return [iv for iv in it.simulation.soc.trace.intervals if iv.name.endswith("float inputs")]
+    return [iv for iv in it.simulation.soc.trace.intervals if iv.name.endswith("float edges")]
 
 
 def _normalised(per_channel: bool = True) -> tuple:

@@ -330,7 +330,7 @@ class Executor:
             yield Hold(job.unit, seconds, f"{delegate.name} invoke", Kind.INVOKE, precision, job.scales)
         edges = job.unit.float_edge_seconds(job.float_edge_bytes, job.scales)
         if edges:
-            yield Hold(job.unit, edges, f"{delegate.name} float inputs", Kind.INVOKE, Precision.FLOAT16, job.scales)
+            yield Hold(job.unit, edges, f"{delegate.name} float edges", Kind.INVOKE, Precision.FLOAT16, job.scales)
         yield Begin(job.unit)
 
     def _exit(self, job: PartitionJob) -> Iterator[Charge]:
