@@ -275,7 +275,7 @@ def _edges(graph, device) -> list:
 
 def _normalised(per_channel: bool = True) -> tuple:
     """A 32x32x3 float image normalised (SUB, MUL: by one value per channel, or by a scalar), padded,
-    then convolved, and a ReLU after the convolution: the ops of a classifier's first layer."""
+    then convolved, and an ADD after the convolution: the ops of a classifier's first layer."""
     b = GraphBuilder("normalised", 0)
     x = b.input("image", (1, 32, 32, 3))
     shape = (1, 1, 1, 3) if per_channel else ()
