@@ -10,7 +10,7 @@ from sim import htp as hx
 from sim import mechanisms as mx
 from sim.mechanisms import Mechanisms
 
-__all__ = ["OpClass", "Precision", "Work", "Rates", "OpCost", "op_cost", "copy_seconds",
+__all__ = ["OpClass", "Precision", "Work", "Rates", "OpCost", "op_cost", "copy_seconds", "mac_rate", "on_hvx",
            "padded_channels", "dram_bytes", "winograd_work", "LANE_BYTES",
            "work_vtcm_split", "lane_share"]
 
@@ -58,7 +58,7 @@ class Work:
     fused: bool = False                        # linked into the producing kernel: no launch of its own
     weight_bytes: int = 0                      # constant inputs among bytes_read (weights, biases)
     weights_before: int = 0                    # weight bytes of the ops before it on its unit, in plan order
-    spatial: tuple[int, int] = (0, 0)          # output height and width of an NHWC output (HTP croutons)
+    spatial: tuple[int, int] = (0, 0)          # height and width of the NHWC tensor its loop walks (HTP croutons)
     edge_bytes: int = 0                        # bytes of its tensors that cross its partition's boundary
     winograd_tiles: int = 0                    # 4x4 output tiles of a 3x3, stride-1, undilated convolution
     group_depth: int = 0                       # input channels per group of a grouped convolution (0: not grouped)
@@ -151,8 +151,9 @@ def lane_share(work: Work, mech: Mechanisms) -> float:
 
 def htp_efficiency(work: Work, htp: hx.Htp) -> float:
     """The HTP's tiles: a convolution on the HMX computes whole croutons and whole reduction steps
-    (sim/htp.hmx_efficiency); a depthwise convolution, pooling or element-wise op on the HVX
-    computes whole croutons of its output (sim/htp.crouton_efficiency). 16-bit values use the
+    (sim/htp.hmx_efficiency); a depthwise convolution or element-wise op on the HVX computes whole
+    croutons of its output, a pool whole croutons of its input (sim/htp.crouton_efficiency; `spatial`
+    is the tensor the op walks, sim/work.py). 16-bit values use the
     float16 crouton, 8-bit ones the int8 crouton."""
     height, width = work.spatial
     if not height or not width:
@@ -164,6 +165,19 @@ def htp_efficiency(work: Work, htp: hx.Htp) -> float:
     if work.op_class in (OpClass.DEPTHWISE, OpClass.POOL, OpClass.ELEMENTWISE):
         return hx.crouton_efficiency(height, width, work.channels, block, htp.depth_tile)
     return 1.0
+
+
+def on_hvx(work: Work, rates: Rates) -> bool:
+    """An HTP's depthwise convolution: its MACs run on the HVX vector unit (sim/htp.hvx_mac_rate)."""
+    return rates.mech.htp is not None and work.op_class is OpClass.DEPTHWISE
+
+
+def mac_rate(work: Work, rates: Rates) -> float:
+    """The peak MACs/s the op's multiply-adds run at: the unit's MAC rate for its precision, or on an
+    HTP's HVX, its element rate times the lane's MACs (sim/htp.hvx_mac_rate)."""
+    if on_hvx(work, rates):
+        return hx.hvx_mac_rate(_rate(rates.elem_per_s, work.precision, "element-op"), work.precision.value)
+    return _rate(rates.macs_per_s, work.precision, "MAC")
 
 
 def compute_seconds(work: Work, rates: Rates, threads: float | None = None) -> float:
@@ -179,7 +193,7 @@ def compute_seconds(work: Work, rates: Rates, threads: float | None = None) -> f
     eff *= parallelism(work, rates) if threads is None else threads
     seconds = 0.0
     if work.macs:
-        seconds += work.macs / (_rate(rates.macs_per_s, work.precision, "MAC") * eff)
+        seconds += work.macs / (mac_rate(work, rates) * eff)
     if work.elem_ops:
         seconds += work.elem_ops / (_rate(rates.elem_per_s, work.precision, "element-op") * eff)
     return seconds

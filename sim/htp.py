@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["FIRST_HTP", "Htp", "crouton_efficiency", "hmx_efficiency", "vtcm_split", "htp_memory_seconds", "vtcm_share",
-           "weight_prefetch", "prefetch_room", "float_edge_seconds"]
+           "weight_prefetch", "prefetch_room", "float_edge_seconds", "HVX_MACS_PER_LANE", "hvx_mac_rate"]
 
 # The first Hexagon with a tensor processor (HTP) is v68 (Snapdragon 888); LiteRT's Qualcomm SoC table
 # (litert/vendors/qualcomm/supported_soc.csv) lists SM8350 as v68, SM8550 v73, SM8650 v75, SM8750 v79.
@@ -29,6 +29,23 @@ class Htp:
     vtcm_bytes: float = 0.0
     vtcm_bandwidth: float = 0.0
     float_edge_bandwidth: float = 0.0
+
+
+# Multiply-adds one HVX lane retires per element-op slot, by precision: vrmpy multiplies four 8-bit
+# pairs and sums them into one 32-bit lane; a float16 lane multiplies one pair (Hexagon V6x HVX
+# Programmer's Reference: vrmpy; the qf16 vmpy of v68 and later).
+HVX_MACS_PER_LANE = {"int8": 4, "float16": 1}
+
+
+def hvx_mac_rate(elem_per_s: float, precision: str) -> float:
+    """MACs/s a depthwise convolution gets from the HVX vector unit, whose element rate the profile's
+    `gelems` gives. The HMX is built for dot products down many channels (Qualcomm AI Runtime docs,
+    "HTP network design recommendations: Avoid low depth activations"); a depthwise filter reduces
+    over one channel's taps only, so the HTP is assumed to run it on its HVX (Qualcomm does not say
+    which unit does). An 8-bit filter then runs at four times the element rate and a float16 one at
+    the element rate: 8:1 with 64 float16 lanes against 128 8-bit ones, where the HMX's
+    float16:int8 ratio would give 2-4:1."""
+    return elem_per_s * HVX_MACS_PER_LANE.get(precision, 1)
 
 
 def _padded(n: int, tile: int) -> int:

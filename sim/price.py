@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from sim import cost as cx
+from sim import htp as hx
 from sim.cost import OpClass, Precision, Rates, Work
 
 __all__ = ["Facts", "Priced", "facts", "price", "layout"]
@@ -123,6 +124,17 @@ def _cache_bandwidth(working: np.ndarray, bw: float, cache_bytes: float, cache_b
     return np.where(working > 0, blended, out)
 
 
+def _mac_table(f: Facts, rates: Rates) -> np.ndarray:
+    """sim.cost.mac_rate per op: an HTP's depthwise ops at its HVX rate, every other op at the MAC rate."""
+    if rates.mech.htp is None:
+        return _table(rates.macs_per_s, "MAC", f.precision, f.macs > 0)
+    hvx = f.op_class == _CLASSES.index(OpClass.DEPTHWISE)
+    lanes = np.array([hx.HVX_MACS_PER_LANE.get(p.value, 1) for p in _PRECISIONS], dtype=np.float64)
+    vector = _table(rates.elem_per_s, "element-op", f.precision, hvx & (f.macs > 0)) * lanes[f.precision]
+    matrix = _table(rates.macs_per_s, "MAC", f.precision, ~hvx & (f.macs > 0))
+    return np.where(hvx, vector, matrix)
+
+
 def _compute(f: Facts, rates: Rates) -> np.ndarray:
     mech = rates.mech
     eff = np.array([rates.efficiency.get(c, 1.0) for c in _CLASSES])[f.op_class]
@@ -135,7 +147,7 @@ def _compute(f: Facts, rates: Rates) -> np.ndarray:
         shape = np.where(f.gemm_depth > 0, shape * (f.gemm_pad * depth), shape)
         eff = eff * (shape * f.lane * f.tiles)
     eff = eff * f.threads
-    macs = _table(rates.macs_per_s, "MAC", f.precision, f.macs > 0)
+    macs = _mac_table(f, rates)
     elem = _table(rates.elem_per_s, "element-op", f.precision, f.elem > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         seconds = np.where(f.macs > 0, f.macs / (macs * eff), 0.0)

@@ -139,7 +139,8 @@ def describe(op: Op, graph: Graph, shapes: Sequence[Sequence[int]], precision: P
     return Work(op.name, cls, precision, macs=macs, elem_ops=elem_ops, bytes_read=read, bytes_written=written,
                 gemm=_gemm_shape(op, ins, outs), rows=_rows(out), channels=out[-1] if out else 0,
                 im2col_bytes=_im2col_bytes(op, ins, outs, precision), im2col_rows=_im2col_rows(op, ins, outs),
-                items=_items(op, ins, outs, cls, channel_align), weight_bytes=weights, spatial=_spatial(out),
+                items=_items(op, ins, outs, cls, channel_align), weight_bytes=weights,
+                spatial=_spatial(_walked(cls, ins, out)),
                 winograd_tiles=_winograd_tiles(op, ins, outs), group_depth=_group_depth(op, shapes))
 
 
@@ -151,6 +152,15 @@ def _group_depth(op: Op, shapes: Sequence[Sequence[int]]) -> int:
         return 0
     depth = shapes[op.inputs[1]][-1]
     return depth if depth < shapes[op.inputs[0]][-1] else 0
+
+
+def _walked(cls: OpClass, ins: list, out: Shape) -> Shape:
+    """The tensor whose layout an op's loop walks: a pool's input (it reads every input crouton; a
+    global pool's 1x1 output, one crouton of 64 pixels with one real, says nothing of its work),
+    every other op's output."""
+    if cls is OpClass.POOL and ins and ins[0] is not None:
+        return ins[0]
+    return out
 
 
 def _spatial(shape: Shape) -> tuple[int, int]:

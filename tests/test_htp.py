@@ -75,6 +75,21 @@ def test_a_grouped_conv_2d_carries_its_group_depth_into_its_work():
     assert describe(graph.ops[0], graph, [t.shape for t in graph.tensors], Precision.FLOAT32, 4).group_depth == 0
 
 
+def test_a_pool_is_tiled_by_the_input_it_walks_not_its_output():
+    # an SE block's global average pool: a 16x16 input, a 1x1 output, one 8x8 crouton with one real pixel
+    b = GraphBuilder("squeeze")
+    x = b.input("x", (1, 16, 16, 32))
+    pooled = L.global_avg_pool(b, x)
+    conv = b.op(OpType.CONV_2D, [pooled, b.const("w", np.zeros((32, 1, 1, 32), np.float32)), -1])
+    graph = b.build([conv])
+    shapes = [t.shape for t in graph.tensors]
+    pool, one = (describe(op, graph, shapes, Precision.INT8) for op in graph.ops)
+    assert pool.spatial == (16, 16) and one.spatial == (1, 1)
+    htp = _rates(hx.Htp())
+    # its input fills whole croutons: the pool costs its element ops, not 64 times them
+    assert compute_seconds(pool, htp) == pytest.approx(compute_seconds(pool, _rates(None)))
+
+
 def test_vtcm_keeps_the_intermediates_that_fit_and_spills_the_rest():
     # 1000 activation bytes, 200 of them the partition's input or output, 50 of weights
     assert hx.vtcm_split(1000, 200, 50, 4096) == (250, 800)
@@ -126,6 +141,20 @@ def test_float16_runs_at_the_fp16_rate_in_its_own_crouton():
     narrow = dataclasses.replace(_conv(32), spatial=(16, 4), macs=16 * 4 * 32 * 9 * 64)
     assert compute_seconds(dataclasses.replace(narrow, precision=Precision.FLOAT16), htp) == pytest.approx(
         compute_seconds(narrow, htp))
+
+
+def test_a_depthwise_filter_runs_on_the_hvx_at_four_macs_a_byte_lane():
+    assert hx.hvx_mac_rate(1e9, "int8") == 4e9 and hx.hvx_mac_rate(1e9, "float16") == 1e9
+    htp, plain = _rates(hx.Htp()), _rates(None)      # element rates 1e12 / 5e11, MAC rates the same
+    dw = Work("dw", OpClass.DEPTHWISE, Precision.INT8, macs=16 * 16 * 32 * 9, bytes_read=16 * 16 * 32,
+              bytes_written=16 * 16 * 32, channels=32, spatial=(16, 16))
+    half = dataclasses.replace(dw, precision=Precision.FLOAT16)
+    # on the HVX: 4 MACs per 8-bit lane, 1 per float16 lane, 8:1 where the MAC table says 2:1
+    assert compute_seconds(dw, htp) == pytest.approx(dw.macs / 4e12)
+    assert compute_seconds(half, htp) == pytest.approx(8 * compute_seconds(dw, htp))
+    assert compute_seconds(half, plain) == pytest.approx(2 * compute_seconds(dw, plain))
+    # a convolution stays on the HMX's MAC rate
+    assert compute_seconds(_conv(32), htp) == pytest.approx(_conv(32).macs / 1e12)
 
 
 def test_an_htp_op_reads_its_intermediates_from_vtcm():
