@@ -178,6 +178,23 @@ def test_a_number_no_row_moves_is_kept_at_its_prior_and_not_called_fitted():
     assert not result.is_informed(k) and result.values[k] == result.params[k].prior
 
 
+def test_a_number_fitted_onto_an_end_of_its_range_is_reported_as_such(capsys):
+    from runtime.calibration.evaluate import Param
+    from runtime.calibration.fit import Fit
+
+    params = tuple(Param(("units", "dsp", "efficiency", name), 0.2, 0.025, 1.0, "dsp")
+                   for name in ("pool", "transcendental", "conv", "depthwise"))
+    # pool pinned at its cap, transcendental at its floor, conv inside, depthwise moved by no row
+    result = Fit(params, (1.0, 0.025, 0.5, 0.025), (), (), 1, (True, True, True, False))
+    assert [result.bound_hit(k) for k in range(4)] == ["upper", "lower", None, None]
+    calibrate_cli._print_params(result)
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert "at its upper bound (1): the rows ask for more" in lines["units.dsp.efficiency.pool"]
+    assert "at its lower bound (0.025): the rows ask for less" in lines["units.dsp.efficiency.transcendental"]
+    assert "bound" not in lines["units.dsp.efficiency.conv"]
+    assert "no row moves it" in lines["units.dsp.efficiency.depthwise"]
+
+
 # -- round trip: known factors in, the same factors out ------------------------------------------------
 
 # Whole-model latencies pin what most of the time depends on: the CPU's conv efficiency and its

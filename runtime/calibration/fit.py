@@ -26,6 +26,8 @@ PRIOR_WEIGHT = 0.1
 ROBUST_SCALE = 0.15
 # A parameter stays within [prior / SPREAD, prior x SPREAD] (and efficiencies at most 1).
 SPREAD = 8.0
+# A fitted value this close (relatively) to an end of its range is reported as sitting on it.
+BOUND_TOLERANCE = 1e-3
 
 
 
@@ -134,6 +136,19 @@ class Fit:
 
     def is_informed(self, k: int) -> bool:
         return self.informed[k] if k < len(self.informed) else True
+
+    def bound_hit(self, k: int) -> str | None:
+        """'upper' or 'lower' where parameter k settled on that end of its range (within 0.1%): the
+        rows asked for more than the range allows, usually a cost the profile's mechanisms price
+        wrong; None inside its range or where no row moves it."""
+        p, v = self.params[k], self.values[k]
+        if not self.is_informed(k):
+            return None
+        if math.isfinite(p.hi) and v >= p.hi * (1 - BOUND_TOLERANCE):
+            return "upper"
+        if v <= p.lo * (1 + BOUND_TOLERANCE):
+            return "lower"
+        return None
 
     def errors(self) -> list[float]:
         return [s / r.latency_ms - 1 for s, r in zip(self.simulated, self.rows)]

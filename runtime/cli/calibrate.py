@@ -205,6 +205,10 @@ def _print_params(result: Fit) -> None:
     print(f"{'parameter':45s} {'prior':>10s} {'fitted':>10s}")
     for k, (p, v) in enumerate(zip(result.params, result.values)):
         note = "" if result.is_informed(k) else "  no row moves it: kept at the prior"
+        side = result.bound_hit(k)
+        if side:
+            note = (f"  at its {side} bound ({fmt(p.hi if side == 'upper' else p.lo)}): the rows ask for "
+                    f"{'more' if side == 'upper' else 'less'}; the mechanisms may misprice what it sets")
         print(f"{p.name:45s} {fmt(p.prior):>10s} {fmt(v):>10s}{note}")
 
 
