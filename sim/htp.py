@@ -31,9 +31,15 @@ class Htp:
     float_edge_bandwidth: float = 0.0
 
 
-# Multiply-adds one HVX lane retires per element-op slot, by precision: vrmpy multiplies four 8-bit
-# pairs and sums them into one 32-bit lane; a float16 lane multiplies one pair (Hexagon V6x HVX
-# Programmer's Reference: vrmpy; the qf16 vmpy of v68 and later).
+# Multiply-adds a depthwise filter retires per element-op slot of the HVX (the profile's `gelems`, which
+# counts byte lanes for 8-bit values and 16-bit lanes for float16), by precision. The instruction set
+# gives one a lane: vrmpy multiplies four 8-bit pairs into each 32-bit lane, 128 products a 1024-bit
+# vector, and a float16 lane multiplies one pair (Hexagon V6x HVX Programmer's Reference: vrmpy; the
+# qf16 vmpy of v68 and later). The 8-bit figure, 4, is assumed from AI Hub's rows, not derived: the
+# S24's fit runs 8-bit depthwise at 2.0 TMAC/s (efficiency 0.49 of 4 x 1024 G), which one product a
+# byte slot at the element rate the priors assume (4 contexts x 128 byte lanes x ~2 GHz) cannot
+# reach; where the rest comes from (more multiply slots a packet, contexts or clock than assumed) is
+# not published.
 HVX_MACS_PER_LANE = {"int8": 4, "float16": 1}
 
 
@@ -43,8 +49,8 @@ def hvx_mac_rate(elem_per_s: float, precision: str) -> float:
     "HTP network design recommendations: Avoid low depth activations"); a depthwise filter reduces
     over one channel's taps only, so the HTP is assumed to run it on its HVX (Qualcomm does not say
     which unit does). An 8-bit filter then runs at four times the element rate and a float16 one at
-    the element rate: 8:1 with 64 float16 lanes against 128 8-bit ones, where the HMX's
-    float16:int8 ratio would give 2-4:1."""
+    the element rate (HVX_MACS_PER_LANE: the 4 is assumed from the rows): 8:1 with 64 float16 lanes
+    against 128 8-bit ones, where the HMX's float16:int8 ratio would give 2-4:1."""
     return elem_per_s * HVX_MACS_PER_LANE.get(precision, 1)
 
 
