@@ -153,8 +153,8 @@ def htp_efficiency(work: Work, htp: hx.Htp) -> float:
     """The HTP's tiles: a convolution on the HMX computes whole croutons and whole reduction steps
     (sim/htp.hmx_efficiency); a depthwise convolution or element-wise op on the HVX computes whole
     croutons of its output, a pool whole croutons of its input (sim/htp.crouton_efficiency; `spatial`
-    is the tensor the op walks, sim/work.py). 16-bit values use the
-    float16 crouton, 8-bit ones the int8 crouton."""
+    is the tensor the op walks, sim/work.py). 16-bit values use the float16 crouton, 8-bit ones the
+    int8 crouton."""
     height, width = work.spatial
     if not height or not width:
         return 1.0

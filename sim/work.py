@@ -164,7 +164,7 @@ def _walked(cls: OpClass, ins: list, out: Shape) -> Shape:
 
 
 def _spatial(shape: Shape) -> tuple[int, int]:
-    """(rows, columns) of an NHWC output, batches stacked as rows; (0, 0) for other ranks."""
+    """(rows, columns) of an NHWC tensor, batches stacked as rows; (0, 0) for other ranks."""
     return (shape[0] * shape[1], shape[2]) if len(shape) == 4 else (0, 0)
 
 
