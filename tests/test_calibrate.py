@@ -112,9 +112,11 @@ def test_refitting_gives_the_shipped_profile(phone, models_read_once):
         got = shipped
         for key in p.path:
             got = got[key]
-        # to six digits: a least-squares fit's last digits follow the order of its floating-point
-        # sums and the LAPACK build, which no profile number should depend on
-        assert got == pytest.approx(float(fmt(value)), rel=1e-6), p.name
+        # to four digits, what the profile shows of every number under 10,000: a least-squares fit's
+        # last digits follow the order of its floating-point sums and the BLAS / LAPACK kernel, and
+        # along a flat direction (a rate and an efficiency that multiply) a rate written in full
+        # (93530.119937) moves in its fifth digit from one kernel to another (seen: 3.7e-5)
+        assert got == pytest.approx(float(fmt(value)), rel=1e-4), p.name
         # "fitted" only where a row moved with the number; the others keep the prior's line
         comment = shipped_text.splitlines()[shipped_lines[p.path] - 1].split("#", 1)[1].strip()
         assert comment.startswith("fitted") == result.is_informed(k), p.name
