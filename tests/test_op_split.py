@@ -77,7 +77,7 @@ def test_cross_validation_holds_out_a_family_at_once(tmp_path, monkeypatch):
 
     monkeypatch.setattr(fit, "fit", prior_fit)
     folds = []
-    predictions = fit.cross_validate(evaluator, params, on_fold=lambda *a: folds.append(a))
+    predictions = fit.cross_validate(evaluator, params, on_fold=lambda *a: folds.append(a)).predictions
     assert [(d, n) for d, n, _ in folds] == [(0, 2), (1, 2), (2, 2)]   # three models, two families: two folds
     assert sorted(trained) == [[0, 1, 2], [3]] and len(predictions) == 4
     assert {label for _, _, label in folds[:2]} == {"without family small", "without family big"}

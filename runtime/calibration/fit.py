@@ -13,7 +13,8 @@ from runtime.calibration.rows import Row, family_key
 from runtime.ir.yamlcheck import Key
 from sim.htp import FIRST_HTP
 
-__all__ = ["Fit", "Prediction", "candidate_params", "fit", "cross_validate", "PRIOR_WEIGHT", "SPREAD"]
+__all__ = ["Fit", "Prediction", "Fold", "CrossValidation", "candidate_params", "fit", "cross_validate", "PRIOR_WEIGHT",
+           "SPREAD"]
 
 
 # How strongly each parameter is held to its prior: a residual of PRIOR_WEIGHT x log(value/prior)
@@ -252,23 +253,44 @@ class Prediction:
         return self.simulated / self.row.latency_ms - 1
 
 
+@dataclass(frozen=True)
+class Fold:
+    """One fold of a cross-validation: what it held out ("family X", or a model's label where the
+    rows name no family), those rows (indices into the evaluator's rows), and the fit on the rest."""
+
+    label: str
+    held: tuple[int, ...]
+    fit: Fit
+
+
+@dataclass(frozen=True)
+class CrossValidation:
+    """Every row predicted with its family held out (in the evaluator's row order), and the folds."""
+
+    predictions: tuple[Prediction, ...]
+    folds: tuple[Fold, ...]
+
+
 def cross_validate(evaluator: Evaluator, params: Sequence[Param], on_fold: OnStep | None = None,
-                   on_run: OnStep | None = None) -> list[Prediction]:
+                   on_run: OnStep | None = None) -> CrossValidation:
     """Leave one model family out (a model alone where the rows name no family): fit on every other
     family's rows, predict the held-out family's rows. `on_fold(done, folds, label)` as each fold
     starts and once all are done; `on_run` is each fold's fit's."""
     keys = sorted({family_key(r) for r in evaluator.rows}, key=str)
     out: dict[int, Prediction] = {}
+    folds = []
     for k, key in enumerate(keys):
         held = [i for i, r in enumerate(evaluator.rows) if family_key(r) == key]
         train = [i for i in range(len(evaluator.rows)) if i not in held]
+        first = evaluator.rows[held[0]]
+        label = f"family {first.family}" if first.family else first.label
         if on_fold:
-            first = evaluator.rows[held[0]]
-            on_fold(k, len(keys), f"without {'family ' + first.family if first.family else first.label}")
+            on_fold(k, len(keys), f"without {label}")
         fitted = fit(evaluator, params, train, on_run=on_run)
+        folds.append(Fold(label, tuple(held), fitted))
         results = evaluator.run(fitted.params, fitted.values, held)
         for i, (ms, _) in zip(held, results):
             out[i] = Prediction(evaluator.rows[i], ms)
     if on_fold:
         on_fold(len(keys), len(keys), "")
-    return [out[i] for i in sorted(out)]
+    return CrossValidation(tuple(out[i] for i in sorted(out)), tuple(folds))

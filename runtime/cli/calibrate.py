@@ -16,6 +16,7 @@ from runtime.calibration.fit import Fit, Prediction, candidate_params, cross_val
 from runtime.calibration.base import load_base
 from runtime.calibration.files import read_file
 from runtime.calibration.rows import MAX_ROWS, MeasurementError, Row, model_key
+from runtime.calibration.spread import Spread, spreads
 from runtime.ir.errors import TestbedError
 from runtime.report.progress import Progress
 from sim.band import ErrorBand, render_error_band
@@ -149,10 +150,11 @@ def cmd_calibrate(args, extra=None) -> int:
     band = None
     if args.cv:   # before writing: the written profile carries the band the cross-validation measured
         with Progress(prog, "fold", delay=PROGRESS_DELAY_S, leave=False) as progress:
-            predictions = cross_validate(evaluator, params, on_fold=progress,
-                                         on_run=lambda done, most, label: progress.note(f"{done} simulations"))
-        _print_cv(predictions)
-        band = error_band(evaluator, predictions)
+            cv = cross_validate(evaluator, params, on_fold=progress,
+                                on_run=lambda done, most, label: progress.note(f"{done} simulations"))
+        _print_cv(cv.predictions)
+        _print_spreads(spreads(result, cv))
+        band = error_band(evaluator, cv.predictions)
         _print_band(band)
     if args.output:
         from runtime.ir.atomic import write_text
@@ -253,6 +255,19 @@ def _print_cv(predictions: Sequence[Prediction]) -> None:
         print(f"fastest {label:44s} measured {'/'.join(sorted(measured)):12s} simulated {simulated:8s} "
               f"{'agrees' if ok else 'DISAGREES'}")
     print(f"fastest delegate agrees for {agree} of {len(rows)} models")
+
+
+def _print_spreads(rows: Sequence[Spread]) -> None:
+    """Each parameter's value with every row and over the folds: the widest first, so that the
+    parameters one family alone pins (and whose held-out rows its absence moves) lead the table."""
+    if not rows:
+        return
+    print("\nParameters with one family held out (fitted to every row; least and greatest over the folds; "
+          "the fold that moved it most)")
+    print(f"{'parameter':45s} {'fitted':>10s} {'fold min':>10s} {'fold max':>10s}  moved most without")
+    for r in rows:
+        print(f"{r.param.name:45s} {fmt(r.fitted):>10s} {fmt(r.low):>10s} {fmt(r.high):>10s}  "
+              f"{r.widest} (x{r.ratio:.2f})")
 
 
 def _print_band(band: ErrorBand) -> None:
