@@ -295,8 +295,8 @@ def test_calibrate_writes_a_loadable_profile_and_prints_the_cross_validation(tmp
     assert "Leave-one-model-out cross-validation (4 rows)" in text and "fastest delegate agrees for" in text
     assert "Error band per delegate" in text and "band cpu      median" in text
     # each fitted parameter with its range over the folds, and the fold that moved it most
-    assert "Parameters with one family held out" in text
-    spread = text.split("Parameters with one family held out")[1].split("\n\n")[0].splitlines()[2:]
+    assert "Parameters with one model held out" in text          # the rows name no family
+    spread = text.split("Parameters with one model held out")[1].split("\n\n")[0].splitlines()[2:]
     assert spread and all(" without " not in line and "(x" in line for line in spread)
     mine = load_profile(out)
     # the band the cross-validation printed is the one written: per delegate, its rows and what they covered

@@ -153,7 +153,7 @@ def cmd_calibrate(args, extra=None) -> int:
             cv = cross_validate(evaluator, params, on_fold=progress,
                                 on_run=lambda done, most, label: progress.note(f"{done} simulations"))
         _print_cv(cv.predictions)
-        _print_spreads(spreads(result, cv))
+        _print_spreads(spreads(result, cv), "family" if any(r.family for r in rows) else "model")
         band = error_band(evaluator, cv.predictions)
         _print_band(band)
     if args.output:
@@ -257,12 +257,12 @@ def _print_cv(predictions: Sequence[Prediction]) -> None:
     print(f"fastest delegate agrees for {agree} of {len(rows)} models")
 
 
-def _print_spreads(rows: Sequence[Spread]) -> None:
+def _print_spreads(rows: Sequence[Spread], held: str) -> None:
     """Each parameter's value with every row and over the folds: the widest first, so that the
-    parameters one family alone pins (and whose held-out rows its absence moves) lead the table."""
+    parameters one family (or model) alone pins, and whose held-out rows its absence moves, lead."""
     if not rows:
         return
-    print("\nParameters with one family held out (fitted to every row; least and greatest over the folds; "
+    print(f"\nParameters with one {held} held out (fitted to every row; least and greatest over the folds; "
           "the fold that moved it most)")
     print(f"{'parameter':45s} {'fitted':>10s} {'fold min':>10s} {'fold max':>10s}  moved most without")
     for r in rows:
