@@ -29,8 +29,13 @@ class Spread:
 
     @property
     def swing(self) -> float:
-        """|log(ratio)|: how far the widest fold moved it, the same up or down."""
-        return abs(math.log(self.ratio)) if self.ratio > 0 else math.inf
+        """How far the widest fold moved it (_swing of its ratio)."""
+        return _swing(self.ratio)
+
+
+def _swing(ratio: float) -> float:
+    """|log(ratio)|: a move by a factor, the same up or down."""
+    return abs(math.log(ratio)) if ratio > 0 else math.inf
 
 
 def spreads(full: Fit, cv: CrossValidation) -> list[Spread]:
@@ -44,7 +49,7 @@ def spreads(full: Fit, cv: CrossValidation) -> list[Spread]:
                   for p, v in zip(fold.fit.params, fold.fit.values) if p.path == param.path]
         if not values:
             continue
-        label, value = max(values, key=lambda lv: abs(math.log(lv[1] / fitted)) if lv[1] > 0 else math.inf)
+        label, value = max(values, key=lambda lv: _swing(lv[1] / fitted))
         out.append(Spread(param, fitted, min(v for _, v in values), max(v for _, v in values), label,
                           value / fitted))
     return sorted(out, key=lambda s: -s.swing)

@@ -153,7 +153,7 @@ def cmd_calibrate(args, extra=None) -> int:
             cv = cross_validate(evaluator, params, on_fold=progress,
                                 on_run=lambda done, most, label: progress.note(f"{done} simulations"))
         _print_cv(cv.predictions)
-        _print_spreads(spreads(result, cv), "family" if any(r.family for r in rows) else "model")
+        _print_spreads(spreads(result, cv), _held_out(rows))
         band = error_band(evaluator, cv.predictions)
         _print_band(band)
     if args.output:
@@ -238,8 +238,13 @@ def fastest(predictions: Sequence[Prediction]) -> list[tuple[str, set[str], str]
     return out
 
 
+def _held_out(rows: Sequence[Row]) -> str:
+    """What each fold holds out: a family where the rows name families, else a model."""
+    return "family" if any(r.family for r in rows) else "model"
+
+
 def _print_cv(predictions: Sequence[Prediction]) -> None:
-    held = "family" if any(p.row.family for p in predictions) else "model"
+    held = _held_out([p.row for p in predictions])
     print(f"\nLeave-one-{held}-out cross-validation ({len(predictions)} rows)")
     print(f"{'model':44s} {'delegate':8s} {'measured':>9s} {'simulated':>9s} {'error':>7s}")
     for p in predictions:
