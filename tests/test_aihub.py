@@ -108,6 +108,28 @@ def test_a_phone_the_file_never_measured_is_an_error_naming_the_phones_it_has():
     (JOB, '"compute_unit": "CPU"', '"compute_unit": "TPU"',
      r"profile_job.json: execution_detail\[3\].compute_unit: must be one of NPU, GPU, CPU, got 'TPU'"),
     (JOB, '"execution_detail": [', '"execution_detail": [,', r"profile_job.json:\d+: invalid JSON"),
+    # a unit that is a list or a mapping (unhashable), a time too large for a float, or one that is
+    # zero in milliseconds, a device named by a number: each once a Python traceback
+    (JOB, '"compute_unit": "CPU"', '"compute_unit": ["CPU"]',
+     r"profile_job.json: execution_detail\[3\].compute_unit: must be one of NPU, GPU, CPU, got \['CPU'\]"),
+    (JOB, '"compute_unit": "CPU"', '"compute_unit": {"unit": "CPU"}',
+     r"execution_detail\[3\].compute_unit: must be one of NPU, GPU, CPU, got \{'unit': 'CPU'\}"),
+    pytest.param(JOB, '"estimated_inference_time": 250', '"estimated_inference_time": 1' + "0" * 400,
+                 r"profile_job.json: execution_summary.estimated_inference_time: must be a positive number, got 1000",
+                 id="json-401-digit-time"),
+    (JOB, '"estimated_inference_time": 250', '"estimated_inference_time": 4.9e-324',
+     r"profile_job.json: execution_summary.estimated_inference_time: 4.94066e-324 us \(0 ms\) is not a latency "
+     r"in \[1e-6, 1e7\) ms"),
+    (JOB, '"estimated_inference_time": 250', '"estimated_inference_time": 1e300', r"is not a latency in"),
+    pytest.param(NEW, "inference_time_milliseconds: 0.25", "inference_time_milliseconds: 1" + "0" * 400,
+                 r"perf.yaml:\d+: precisions.float.*inference_time_milliseconds: must be a positive number, got 1000",
+                 id="yaml-401-digit-time"),
+    (OLD, "inference_time: 250.0", "inference_time: 0.0000001", r"perf.yaml:\d+: models\[0\].performance_metrics"
+     r"\[0\].torchscript_onnx_tflite.inference_time: 1e-07 us \(1e-10 ms\) is not a latency in"),
+    (NEW, "          Samsung Galaxy S24:", "          24:", r"perf.yaml:40: precisions.float.components.Tiny-CNN"
+     r".performance_metrics.24: a device name must be a non-empty string, got 24"),
+    (NEW, "          Samsung Galaxy S24:", "          2024-01-01:", r"performance_metrics.2024-01-01: a device name "
+     r"must be a non-empty string, got datetime.date"),
 ])
 def test_a_damaged_file_is_one_error_naming_the_file_and_key(tmp_path, fixture, old, new, message):
     text = fixture.read_text()
@@ -117,6 +139,37 @@ def test_a_damaged_file_is_one_error_naming_the_file_and_key(tmp_path, fixture, 
     with pytest.raises(MeasurementError, match=message) as info:
         read_file(path, device="galaxy_s23")
     assert str(info.value).startswith(str(path)) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[" * 100_000 + "]" * 100_000, "invalid JSON: nested too deeply"),
+    ('{"execution_summary": {"estimated_inference_time": 1' + "0" * 5000 + '}}', "invalid JSON: Exceeds the limit"),
+], ids=["nested-100000-deep", "5001-digit-integer"])
+def test_json_the_decoder_cannot_build_is_one_error_naming_the_file(tmp_path, text, message):
+    path = tmp_path / "profile_job.json"
+    path.write_text(text)
+    with pytest.raises(MeasurementError, match=rf"^{path}: {message}") as info:
+        read_file(path, device="galaxy_s23")
+    assert "\n" not in str(info.value)
+
+
+def test_a_device_the_base_does_not_match_is_named_whatever_the_files_device_keys(tmp_path):
+    """The error listing the file's phones once sorted a number beside names (a TypeError)."""
+    path = tmp_path / "perf.yaml"
+    path.write_text(NEW.read_text().replace("          Samsung Galaxy S24:", "          24:"))
+    with pytest.raises(MeasurementError, match=r"performance_metrics.24: a device name must be a non-empty string"):
+        read_file(path, device="pixel4")
+
+
+def test_a_profile_job_of_zero_milliseconds_is_refused_on_the_command_line(tmp_path, capsys):
+    """4.9e-324 us is 0 ms: the fit once divided by it (ZeroDivisionError) after building the model."""
+    save(build("tiny_cnn"), tmp_path / "tiny_cnn.tflite")
+    path = tmp_path / "tiny_cnn.json"
+    path.write_text(JOB.read_text().replace('"estimated_inference_time": 250', '"estimated_inference_time": 4.9e-324'))
+    assert cli.main(["calibrate", str(path), "--base", S23, "--device", "galaxy_s23", "--max_nfev", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert f"{path}: execution_summary.estimated_inference_time: " in err and "is not a latency" in err
 
 
 def test_calibrate_on_a_perf_yaml_fits_the_found_rows_and_lists_the_rest(tmp_path, capsys, monkeypatch):

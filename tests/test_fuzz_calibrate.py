@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +75,57 @@ def test_log_op_profile_numbers_are_strict():
     with pytest.raises(MeasurementError, match=r"^b.log:5: CONV_2D: avg_ms: '1.2.6' is not a number"):
         read_log(log, "b.log")
     assert read_log(log.replace("1.2.6", "0.75"), "b.log")[0].per_type == (("CONV_2D", 0.75),)
+
+
+@pytest.mark.parametrize("graph, message", [
+    ("zoo:tiny_cnn?alpha=abc", r"Graph zoo:tiny_cnn\?alpha=abc: args: alpha: 'abc' is not a number"),
+    ("zoo:tiny_cnn?=5", r"Graph zoo:tiny_cnn\?=5: args: '=5' is not key=value"),
+    ("zoo:tiny_cnn?alpha=0.5&quantization=int4", r"Graph zoo:tiny_cnn\?alpha=0.5&quantization=int4: quantization "
+                                                 r"'int4' is not one of none, float16"),
+])
+def test_a_damaged_graph_line_names_the_log_file_and_line(graph, message):
+    """The Graph line's zoo arguments and quantization, checked as a CSV row's are (once: no file named)."""
+    with pytest.raises(MeasurementError, match=rf"^b.log:2: {message}"):
+        read_log(f"Graph: [{graph}]\n" + LOG_TIMINGS.format("1500"), "b.log")
+
+
+def test_a_column_or_an_argument_given_twice_is_refused_not_overwritten():
+    """csv keeps the last of two same-named columns and the row's args kept both: one value went unread."""
+    with pytest.raises(MeasurementError, match=r"^m.csv:1: column\(s\) named more than once: model$"):
+        read_csv(HEADER.replace("\n", ",model\n") + ",".join(GOOD) + ",squeezenet\n", "m.csv")
+    row = ["mobilenet_v1", "alpha=0.5;alpha=0.25"] + GOOD[2:]
+    with pytest.raises(MeasurementError, match=r"^m.csv:2: args: 'alpha' given more than once$"):
+        read_csv(_csv(row), "m.csv")
+
+
+def test_a_csv_saved_with_a_byte_order_mark_reads_its_first_column(tmp_path):
+    """A spreadsheet's "CSV UTF-8" starts with U+FEFF, which made the first column '\ufeffmodel' (missing)."""
+    (tmp_path / "m.csv").write_bytes(b"\xef\xbb\xbf" + _csv(GOOD).encode())
+    [row] = read_file(tmp_path / "m.csv").rows
+    assert (row.model, row.latency_ms) == ("tiny_cnn", 2.0)
+
+
+class _Hung(BaseException):
+    """Raised from SIGALRM: a BaseException, so no handler on the way swallows it."""
+
+
+def test_a_log_line_repeating_the_timings_header_is_read_in_linear_time():
+    """A hang guard (120 s), not a speed criterion: the regex search this replaced read a line repeating
+    "Inference timings in us: " in quadratic time (13 s for 250 KB, 3 minutes for 1 MB, so this 4 MB
+    line about 50 minutes and a 32 MB log days); it now takes milliseconds."""
+    def hung(*_):
+        raise _Hung("read_log still reading a 4 MB line after 120 s")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(120)
+    try:
+        with pytest.raises(MeasurementError, match="^b.log: no 'Inference timings in us' line"):
+            read_log("Graph: [zoo:tiny_cnn]\n" + "Inference timings in us: " * 160_000, "b.log")
+        rows = read_log("Inference timings in us: " * 1000 + LOG_TIMINGS.format("1500"), "b.log", model="zoo:tiny_cnn")
+        assert [r.latency_ms for r in rows] == [1.5]
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _damage(rng: random.Random, text: str) -> str:
@@ -250,6 +302,13 @@ def test_generated_damaged_files_on_the_command_line(tmp_path_factory, capsys, s
     else:
         assert code == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
         assert not (folder / "out.yaml").exists()
+
+
+def test_a_log_whose_model_file_is_missing_says_so_once(tmp_path, capsys):
+    (tmp_path / "b.log").write_text("Graph: [missing.tflite]\n" + LOG_TIMINGS.format("1500"))
+    code, line = _calibrate(capsys, tmp_path / "b.log", "--base", "pixel3", "--max_nfev", "1")
+    assert code == 1 and line == (f"dtb calibrate: error: {tmp_path / 'b.log'}:2: model missing.tflite not found "
+                                  f"(nor missing.tflite beside the measurements or in the current folder)"), line
 
 
 def test_a_fifo_on_the_real_command_line_exits_1_without_hanging(tmp_path):

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import math
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from delegates.kinds import DelegateKind
-from runtime.calibration.rows import MeasurementError, OpSplit, Row
+from runtime.calibration.rows import LATENCY_MS, LATENCY_TEXT, MeasurementError, OpSplit, Row
 from runtime.ir.yamlcheck import Key, dotted, parse
 
 __all__ = ["AihubMeasurement", "Skipped", "AihubRows", "read_perf_yaml", "read_profile_json", "to_rows",
@@ -136,9 +137,25 @@ class _Doc:
 
     def positive(self, table: Mapping, key: str, path: Key) -> float:
         value = self.get(table, key, path)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise self.fail(path + (key,), f"must be a positive number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or \
+                isinstance(value, int) and value > 1e308 or not math.isfinite(value):   # float(10**400) overflows
+            raise self.fail(path + (key,), f"must be a positive number, got {reprlib.repr(value)}")
         return float(value)
+
+    def latency_ms(self, table: Mapping, key: str, path: Key, unit: str, per_ms: float) -> float:
+        """A positive time in `unit` (`per_ms` of them to a millisecond), in milliseconds, within the range
+        a measurement may state (a CSV row's): the fit divides by it and takes its log."""
+        value = self.positive(table, key, path)
+        ms = value / per_ms
+        if not LATENCY_MS[0] <= ms < LATENCY_MS[1]:
+            raise self.fail(path + (key,), f"{value:g} {unit} ({ms:g} ms) is not a latency in {LATENCY_TEXT} ms")
+        return ms
+
+    def name(self, value: Any, path: Key, what: str) -> str:
+        """A key that names something (a device): a non-empty string, not a number, a date or null."""
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(path, f"{what} must be a non-empty string, got {reprlib.repr(value)}")
+        return value
 
     def count(self, table: Mapping, key: str, path: Key) -> int:
         value = table.get(key, 0)            # the newer format leaves out units that ran nothing
@@ -176,7 +193,8 @@ def _new_format(doc: _Doc, top: Mapping, model_id: str) -> tuple[list[AihubMeasu
             metrics = doc.mapping(doc.mapping(cdata, cpath).get("performance_metrics", {}),
                                   cpath + ("performance_metrics",))
             for device, runtimes in metrics.items():
-                dpath = cpath + ("performance_metrics", device)
+                dpath = cpath + ("performance_metrics", str(device))
+                doc.name(device, dpath, "a device name")
                 job = doc.mapping(runtimes, dpath).get(_NEW_TFLITE)
                 if job is None:
                     continue
@@ -195,7 +213,7 @@ def _new_job(doc: _Doc, job: Mapping, path: Key, model_id: str, component: str, 
     counts = doc.mapping(doc.get(job, "layer_counts", path), path + ("layer_counts",))
     cpath = path + ("layer_counts",)
     return AihubMeasurement(model_id, component, precision, device,
-                            doc.positive(job, "inference_time_milliseconds", path),
+                            doc.latency_ms(job, "inference_time_milliseconds", path, "ms", 1.0),
                             doc.count(counts, "npu", cpath), doc.count(counts, "gpu", cpath),
                             doc.count(counts, "cpu", cpath), single, doc.where(path))
 
@@ -228,8 +246,8 @@ def _old_job(doc: _Doc, job: Mapping, path: Key, model_id: str, component: str, 
         return Skipped(doc.where(path), model_id, precision, device, f"job_status {status}, no time")
     info = doc.mapping(doc.get(job, "layer_info", path), path + ("layer_info",))
     ipath = path + ("layer_info",)
-    micros = doc.positive(job, "inference_time", path)       # the older format stores microseconds
-    return AihubMeasurement(model_id, component, precision, device, micros / 1e3,
+    ms = doc.latency_ms(job, "inference_time", path, "us", 1e3)   # the older format stores microseconds
+    return AihubMeasurement(model_id, component, precision, device, ms,
                             doc.count(info, "layers_on_npu", ipath), doc.count(info, "layers_on_gpu", ipath),
                             doc.count(info, "layers_on_cpu", ipath), single, doc.where(path))
 
@@ -247,19 +265,23 @@ def read_profile_json(text: str, source: str, model_id: str, device: str) -> Aih
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise MeasurementError(f"{source}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    except ValueError as exc:   # an integer of more digits than int() converts
+        raise MeasurementError(f"{source}: invalid JSON: {exc}") from None
+    except RecursionError:      # arrays or objects nested deeper than the decoder recurses
+        raise MeasurementError(f"{source}: invalid JSON: nested too deeply") from None
     doc = _Doc(source, {})
     top = doc.mapping(data, ())
     summary = doc.mapping(doc.get(top, "execution_summary", ()), ("execution_summary",))
-    micros = doc.positive(summary, "estimated_inference_time", ("execution_summary",))
+    ms = doc.latency_ms(summary, "estimated_inference_time", ("execution_summary",), "us", 1e3)
     detail = doc.listing(doc.get(top, "execution_detail", ()), ("execution_detail",))
     counts = dict.fromkeys(_UNITS, 0)
     for i, op in enumerate(detail):
         unit = doc.get(doc.mapping(op, ("execution_detail", i)), "compute_unit", ("execution_detail", i))
-        if unit not in counts:
+        if not isinstance(unit, str) or unit not in counts:   # a list or a mapping is no key of counts
             raise doc.fail(("execution_detail", i, "compute_unit"),
-                           f"must be one of {', '.join(_UNITS)}, got {unit!r}")
+                           f"must be one of {', '.join(_UNITS)}, got {reprlib.repr(unit)}")
         counts[unit] += 1
-    return AihubMeasurement(model_id, model_id, "", device, micros / 1e3, counts["NPU"], counts["GPU"],
+    return AihubMeasurement(model_id, model_id, "", device, ms, counts["NPU"], counts["GPU"],
                             counts["CPU"], True, source)
 
 

@@ -50,7 +50,7 @@ def _read_text(path: Path) -> str:
             data = f.read(MAX_BYTES + 1)   # the file may have grown since stat
         if len(data) > MAX_BYTES:
             raise MeasurementError(f"{path}: over the limit of {MAX_BYTES} bytes for a measurement file")
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix("\ufeff")   # a spreadsheet's "CSV UTF-8" starts with a BOM
     except OSError as exc:
         raise MeasurementError(f"{path}: cannot read the measurements: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

@@ -13,7 +13,8 @@ from delegates.kinds import DelegateKind
 from runtime.ir.errors import TestbedError
 
 __all__ = ["Row", "OpSplit", "MeasurementError", "MeasurementWarning", "read_csv", "read_log", "DELEGATES",
-           "model_key", "family_key", "MAX_ROWS", "MAX_FIELD", "parse_number"]
+           "model_key", "family_key", "MAX_ROWS", "MAX_FIELD", "parse_number", "LATENCY_MS",
+           "LATENCY_TEXT"]
 
 # The delegate column's values and the benchmark_model flags each stands for.
 DELEGATES: Mapping[str, tuple[str, ...]] = {
@@ -31,6 +32,10 @@ _MAX_THREADS = 64
 MAX_ROWS = 1000
 MAX_FIELD = 1000            # characters in one CSV field or one number
 MAX_LINE = 10 * MAX_FIELD   # characters in one CSV line
+# The latencies a measurement may state, in milliseconds: [1 ns, about 3 hours). The fit divides by
+# the measured latency and takes its log, so zero (or a subnormal) would leave it no finite start.
+LATENCY_MS = (1e-6, 1e7)
+LATENCY_TEXT = "[1e-6, 1e7)"
 # A number as a measurement file writes it: ASCII digits, one point, an optional exponent (no
 # "1_000", no "inf"/"nan", no non-ASCII digits, all of which float() would take).
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -108,6 +113,10 @@ def read_csv(text: str, source: str) -> list[Row]:
             raise MeasurementError(f"{source}:{n}: a line of {len(line)} characters (the limit is {MAX_LINE})")
     reader = csv.DictReader(lines)
     try:
+        names = [(n or "").strip() for n in reader.fieldnames or ()]
+        twice = sorted({n for n in names if n and names.count(n) > 1})
+        if twice:   # csv keeps the last column of a name, so the other one's values would go unread
+            raise MeasurementError(f"{source}:1: column(s) named more than once: {', '.join(twice)}")
         missing = [c for c in _COLUMNS if c not in (reader.fieldnames or ())]
         if missing:
             raise MeasurementError(f"{source}:1: missing column(s) {', '.join(missing)}; "
@@ -180,6 +189,8 @@ def _args(text: str, where: str) -> tuple[tuple[str, float | int], ...]:
         key, eq, value = part.partition("=")
         if not eq or not key.strip():
             raise MeasurementError(f"{where}: args: {part!r} is not key=value")
+        if key.strip() in (k for k, _ in out):   # the model would be built with one of them, silently
+            raise MeasurementError(f"{where}: args: {key.strip()!r} given more than once")
         out.append((key.strip(), parse_number(value.strip(), f"{where}: args: {key.strip()}")))
     return tuple(out)
 
@@ -211,15 +222,16 @@ def _threads(text: str, where: str) -> int:
 
 def _latency(text: str, where: str) -> float:
     value = float(parse_number((text or "").strip(), f"{where}: latency_ms"))
-    if not 1e-6 <= value < 1e7:   # 1 ns to about 3 hours
-        raise MeasurementError(f"{where}: latency_ms: must be a number of milliseconds in [1e-6, 1e7), got {text!r}")
+    if not LATENCY_MS[0] <= value < LATENCY_MS[1]:
+        raise MeasurementError(f"{where}: latency_ms: must be a number of milliseconds in {LATENCY_TEXT}, got {text!r}")
     return value
 
 
 # -- benchmark_model logs ----------------------------------------------------------------------------
 
 _PARAM = re.compile(r"^\s*([A-Za-z#][A-Za-z0-9 #/()-]*?): \[(.*)\]\s*$")
-_TIMINGS = re.compile(r"Inference timings in us: .*?Inference \(avg\): ([^\s,]*)")
+_TIMINGS, _AVG = "Inference timings in us: ", "Inference (avg): "
+_AVG_VALUE = re.compile(r"[^\s,]*")
 _SWITCH = {"Use gpu": "gpu", "Use NNAPI": "nnapi", "Use nnapi": "nnapi", "Use Hexagon": "hexagon",
            "Use CoreML": "coreml", "Use xnnpack": None}
 _SUMMARY = "Summary by node type"
@@ -237,10 +249,10 @@ def read_log(text: str, source: str, device: str | None = None, model: str | Non
         if m and "timings" not in line:
             params[m.group(1)] = m.group(2)
             continue
-        t = _TIMINGS.search(line)
-        if t:
+        avg = _avg_us(line)
+        if avg is not None:
             where = f"{source}:{n}"
-            us = float(parse_number(t.group(1), f"{where}: Inference (avg)"))
+            us = float(parse_number(avg, f"{where}: Inference (avg)"))
             rows.append(_log_row(params, us / 1e3, where, device, model, _per_type(lines, n, source)))
             if len(rows) > MAX_ROWS:
                 raise MeasurementError(f"{where}: more than {MAX_ROWS} benchmark runs (the limit; calibrate "
@@ -251,6 +263,15 @@ def read_log(text: str, source: str, device: str | None = None, model: str | Non
     return rows
 
 
+def _avg_us(line: str) -> str | None:
+    """The Inference (avg) figure of a timings line, as written; None for another line. Two finds, not a
+    regex search: `TIMINGS.*?AVG` searched a line repeating TIMINGS without AVG in quadratic time (a
+    megabyte line took minutes)."""
+    start = line.find(_TIMINGS)
+    at = -1 if start < 0 else line.find(_AVG, start + len(_TIMINGS))
+    return None if at < 0 else _AVG_VALUE.match(line, at + len(_AVG)).group(0)
+
+
 def _log_row(params: Mapping[str, str], ms: float, where: str, device: str | None, model: str | None,
              per_type: tuple[tuple[str, float], ...]) -> Row:
     graph = model or params.get("Graph")
@@ -258,19 +279,24 @@ def _log_row(params: Mapping[str, str], ms: float, where: str, device: str | Non
         raise MeasurementError(f"{where}: the log names no model (no 'Graph: [...]' line); give --model")
     delegate = next((d for k, d in _SWITCH.items() if d and params.get(k, "0") in ("1", "true")), "cpu")
     threads = (params.get("Num threads") or params.get("#threads used for CPU inference") or "1").strip()
-    zoo, args, quant = _graph_spec(graph)
+    zoo, args, quant = _graph_spec(graph, where)
     return Row(zoo, args, quant, device or params.get("Device", ""), delegate,
                _threads(threads, where), _latency(repr(ms), where), where, per_type=per_type)
 
 
-def _graph_spec(graph: str) -> tuple[str, tuple, str]:
+def _graph_spec(graph: str, where: str) -> tuple[str, tuple, str]:
     """`zoo:NAME?alpha=0.25,resolution=128&quantization=uint8` (what dtb benchmark prints for a zoo
-    model) or a file path."""
+    model) or a file path; errors name `where` (the file and line) and the Graph."""
     if not graph.startswith("zoo:"):
         return graph, (), "none"
     name, _, query = graph[4:].partition("?")
     args_text, _, quant = query.partition("&quantization=")
-    return name, _args(args_text, graph), quant or "none"
+    shown = graph if len(graph) <= 80 else f"{graph[:80]}..."
+    quant = quant or "none"
+    if quant not in _QUANTIZATIONS:
+        raise MeasurementError(f"{where}: Graph {shown}: quantization {quant[:40]!r} is not one of "
+                               f"{', '.join(_QUANTIZATIONS)}")
+    return name, _args(args_text, f"{where}: Graph {shown}"), quant
 
 
 def _per_type(lines: list[str], start: int, source: str) -> tuple[tuple[str, float], ...]:
@@ -281,8 +307,8 @@ def _per_type(lines: list[str], start: int, source: str) -> tuple[tuple[str, flo
             return ()
         if _SUMMARY in lines[k]:
             out = []
-            for n, line in enumerate(lines[k + 2:], k + 3):
-                cells = line.split()
+            for n in range(k + 3, len(lines) + 1):   # indices, not a copy of the rest of the log per run
+                cells = lines[n - 1].split()
                 if len(cells) < 3 or not cells[0][0].isalpha():
                     break
                 out.append((cells[0], float(parse_number(cells[2], f"{source}:{n}: {cells[0]}: avg_ms"))))

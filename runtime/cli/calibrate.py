@@ -64,6 +64,8 @@ def row_models(row: Row):
             return build_model(ModelSpec(path=local_model_path(row)))
         return build_model(ModelSpec(zoo=row.model, args=freeze(dict(row.args)),
                                      quantization=Quantization(row.quantization)))
+    except CalibrationError:   # local_model_path's own, which names the row already
+        raise
     except (ValueError, OSError) as exc:
         raise CalibrationError(f"{row.source}: model {row.label}: {exc}") from None
 
