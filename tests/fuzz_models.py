@@ -840,6 +840,7 @@ def long_run(cases: int, seed: int, workers: int, out_dir: Path, limit_mb: int, 
         records.append(msg)
         log.write(json.dumps(msg) + "\n")
         running.remove(entry)
+        proc.stdout.close()
         if k + 1 < first + count:
             pending.insert(0, (k + 1, first + count - k - 1))
 
@@ -865,6 +866,7 @@ def long_run(cases: int, seed: int, workers: int, out_dir: Path, limit_mb: int, 
                     lost(entry, f"crash: the worker process died (exit status {proc.returncode})")
                 else:
                     running.remove(entry)
+                    proc.stdout.close()
                     if state[2] < count:  # it stopped early: the rest of its cases go to another
                         pending.insert(0, (first + state[2], count - state[2]))
         log.flush()

@@ -457,7 +457,7 @@ class Worker:
     def close(self) -> None:
         if self.proc is not None:
             self.proc.kill()
-            self.proc.wait()
+            self.proc.communicate()   # waits, and closes its pipes
             self.proc = None
         if self.work is not None:   # rmtree unlinks the case folder's link to tests/, never follows it
             shutil.rmtree(self.work, ignore_errors=True)

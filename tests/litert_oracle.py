@@ -77,7 +77,8 @@ def run_litert(jobs: list[tuple[str, dict[int, np.ndarray]]],
         results: list[dict[str, np.ndarray] | str] = []
         for job in spec:
             if os.path.exists(job["out"] + ".err"):
-                results.append(open(job["out"] + ".err").read())
+                with open(job["out"] + ".err") as f:
+                    results.append(f.read())
             else:
                 with np.load(job["out"]) as z:
                     results.append({key: z[key] for key in z.files})

@@ -3,6 +3,8 @@ and cross-validation by model family."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from runtime.calibration import op_split
@@ -136,7 +138,7 @@ def test_calibrate_op_split_prints_the_table_and_the_share(tmp_path, capsys):
     n = len(graph.ops)
     save(graph, tmp_path / "m.tflite")
     phone = tmp_path / "phone.yaml"
-    phone.write_text(open("tests/fixtures/profiles/htp_test.yaml").read())
+    phone.write_text(Path("tests/fixtures/profiles/htp_test.yaml").read_text())
     name = load_profile(str(phone)).name
     (tmp_path / "rows.csv").write_text(HEADER + f"m.tflite,,none,{name},qnn,4,1,,,{n},0,0\n"
                                                 f"m.tflite,,none,{name},qnn,4,1,,,{n - 2},2,0\n"

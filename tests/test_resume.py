@@ -95,7 +95,8 @@ def test_sigkill_at_random_moments_then_resume_gives_the_uninterrupted_results(t
             assert {k for k, _, _ in rows} >= kept     # a kill never loses a cell stored before it
             kept = {k for k, _, _ in rows}
     last = dtb_run(path, out, "--resume")
-    assert last.wait(timeout=120) == 0, last.stderr.read()
+    _, err = last.communicate(timeout=120)   # a hang guard; communicate closes the pipes
+    assert last.returncode == 0, err
     assert [k for k, _, _ in stored(out)] == list(range(len(cells)))   # every cell, exactly once
     for name in FILES:
         assert (out / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
