@@ -52,6 +52,8 @@ def _ratio(ctx: ProfileCtx, value: Any, where: Key) -> float:
     if not isinstance(value, list) or len(value) != 2:
         raise ctx.fail(where, f"must be a [new, old] pair of positive numbers, got {show_value(value)}")
     new, old = (parse_number(ctx, v, where + (i,), "a positive number", lambda x: x > 0) for i, v in enumerate(value))
+    if not 0 < new / old < 1e300:   # [1e299, 1e-299]: an infinite factor, blamed on the base's numbers otherwise
+        raise ctx.fail(where, f"{new:g} / {old:g} is not a factor a float can hold")
     return new / old
 
 

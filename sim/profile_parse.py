@@ -55,12 +55,24 @@ def parse_number(ctx: ProfileCtx, value: Any, path: Key, want: str, ok: Callable
 
 
 # Dividing by an exact power of ten rounds once, so 2 us becomes 2e-6 exactly as written.
+def _converted(want: str, ok: Callable[[float], bool], times: float, per: float) -> Check:
+    """A number in a human unit, converted to SI; one the conversion would take past parse_number's
+    bound (9e299 GB/s is 9e308 bytes/s: infinite as a float, NaN once the simulator divides by it)
+    is refused with the largest the key takes."""
+    def check(ctx: ProfileCtx, value: Any, path: Key) -> float:
+        si = parse_number(ctx, value, path, want, ok) * times / per
+        if not abs(si) < 1e300:
+            raise ctx.fail(path, f"must be {want} below {1e300 * per / times:g}, got {show_value(value)}")
+        return si
+    return check
+
+
 def parse_positive(times: float = 1.0, per: float = 1.0) -> Check:
-    return lambda ctx, v, p: parse_number(ctx, v, p, "a positive number", lambda x: x > 0) * times / per
+    return _converted("a positive number", lambda x: x > 0, times, per)
 
 
 def nonneg(times: float = 1.0, per: float = 1.0) -> Check:
-    return lambda ctx, v, p: parse_number(ctx, v, p, "a number >= 0", lambda x: x >= 0) * times / per
+    return _converted("a number >= 0", lambda x: x >= 0, times, per)
 
 
 def parse_fraction(ctx: ProfileCtx, value: Any, path: Key) -> float:

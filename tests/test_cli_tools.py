@@ -307,6 +307,14 @@ def test_unknown_flag_is_a_usage_error(capsys):
     assert "dtb benchmark: error: unrecognized arguments: --use_tpu" in capsys.readouterr().err
 
 
+def test_inference_diff_runs_are_bounded_as_benchmarks_are(capsys):
+    # unbounded before: --num_runs 99999999999 ran for ever, keeping every run's latency and trace
+    with pytest.raises(SystemExit) as exc:
+        main(["inference-diff", "--zoo", "tiny_cnn", "--num_runs", "10001"])
+    assert exc.value.code == 2
+    assert "dtb inference-diff: error: argument --num_runs: must be at most 10000" in capsys.readouterr().err
+
+
 # -- run, report -------------------------------------------------------------------------------------
 
 SCENARIO = """\

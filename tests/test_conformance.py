@@ -351,6 +351,18 @@ def test_cli_exit_codes(capsys):
     assert "TfLiteGpuDelegateV2 on pixel4" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("argv, message", [
+    # generated and kept for every op and dtype before the first case ran: the memory filled instead
+    (["--examples", "99999999999999"], "examples must be at most 1,000"),
+    # no op left once the commas were split: 0 cases, and the run printed PASS
+    (["--ops", ","], "no op given to check; ops: ADD,"),
+])
+def test_cli_refuses_arguments_that_check_nothing_or_cannot_be_held(capsys, argv, message):
+    assert conformance_main(["tests.test_conformance:make_add_mul", *argv]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and message in captured.err and not captured.out
+
+
 @pytest.fixture
 def inner_pytest(pytester, monkeypatch):
     """Run pytest with only the conformance plugin (no auto-loaded entry points, so it loads once)."""

@@ -103,6 +103,9 @@ def test_a_derived_profile_follows_its_base(tmp_path, monkeypatch):
     ({"base": "sd8_elite_qrd", "scale": {"units.gpu.gmacs": 1.1}}, r"must be a \[new, old\] pair"),
     ({"base": "sd8_elite_qrd", "scale": {"units.gpu.kind": [1, 2]}}, r"is not a number or a mapping of numbers"),
     ({"base": "sd8_elite_qrd", "sclae": {}}, r"derive\.sclae: unknown key"),
+    # an infinite factor was blamed on the base's number it made infinite (units.gpu.gmacs.float32, line 1)
+    ({"base": "sd8_elite_qrd", "scale": {"units.gpu.gmacs": [1e299, 1e-299]}},
+     r"bad\.yaml:\d+: derive\.scale\.units\.gpu\.gmacs: 1e\+299 / 1e-299 is not a factor a float can hold"),
 ])
 def test_a_bad_derive_names_its_key(tmp_path, derive, message):
     path = tmp_path / "bad.yaml"

@@ -216,6 +216,10 @@ BAD = [
     bad("no cpu unit", "    kind: cpu\n", "    kind: dsp\n", "units:", "units", "no unit of kind cpu"),
     bad("negative rate", "gmacs: {float32: 100, float16: 200}", "gmacs: {float32: 100, float16: -5}",
         "float16: -5", "units.gpu.gmacs.float16", "must be a positive number, got -5"),
+    # 9e299 passes the bound every number has, but not once converted: 9e308 bytes/s is infinite as a
+    # float, and the copy time of a partition boundary became NaN (a traceback in `dtb benchmark`)
+    bad("bandwidth that overflows in bytes/s", "  bandwidth_gbs: 4\n", "  bandwidth_gbs: 9.0e+299\n",
+        "bandwidth_gbs: 9.0e+299", "copy.bandwidth_gbs", "must be a positive number below 1e+291, got 9e+299"),
     bad("zero bandwidth", "    bandwidth_gbs: 12\n", "    bandwidth_gbs: 0\n", "bandwidth_gbs: 0",
         "units.gpu.bandwidth_gbs", "must be a positive number, got 0"),
     bad("negative power", "    idle_w: 0.01\n", "    idle_w: -0.2\n", "idle_w: -0.2", "units.cpu.idle_w",

@@ -222,6 +222,90 @@ def test_malformed_entries_are_named(mutate, message):
         render(results, "csv")
 
 
+@pytest.mark.parametrize("mutate, message", [
+    (lambda r: r["delegates"][0].update(partitions=None),
+     r"record 0: delegates\[0\]: key 'partitions' is not a number"),
+    (lambda r: r["delegates"][0].update(nodes_delegated="28"),
+     r"record 0: delegates\[0\]: key 'nodes_delegated' is not a number"),
+    (lambda r: r["per_op"][1].update(avg_ms=None), r"record 0: per_op\[1\]: key 'avg_ms' is not a number"),
+    (lambda r: r["per_op"][1].update(first_ms="2"), r"record 0: per_op\[1\]: key 'first_ms' is not a number"),
+    (lambda r: r["energy"]["rails"]["gpu"].update(active_mj=None),
+     r"record 0: energy\.rails\.gpu: key 'active_mj' is not a number"),
+    (lambda r: r.update(error_band={"median_pct": 9.1, "p90_pct": "x"}),
+     r"record 0: key 'error_band\.p90_pct' is not a number"),
+    (lambda r: r.update(outside_fit=3), r"record 0: key 'outside_fit' is not a list"),
+    (lambda r: r.update(nonfinite={"delegate": "gpu"}), r"record 0: key 'nonfinite' is not a list"),
+    (lambda r: r.update(cell="delegates=gpu"), r"record 0: key 'cell' is not an object"),
+    # JSON holds integers of any size; no float does (OverflowError from the format and the plots)
+    (lambda r: r.update(init_ms=10 ** 400), r"record 0: key 'init_ms' is not a number: 1000.*000$"),
+    (lambda r: r["energy"].update(total_mj=10 ** 30), r"record 0: key 'energy\.total_mj' is not a number"),
+])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_values_of_the_wrong_type_are_named_not_a_traceback(mutate, message, fmt):
+    # each of these raised TypeError, ValueError or AttributeError from the formatting, a traceback in `dtb report`
+    results = _results()
+    mutate(results["records"][0])
+    with pytest.raises(errors.TestbedError, match=message):
+        render(results, fmt)
+
+
+def test_a_record_without_a_cell_or_with_null_sections_still_renders():
+    results = _results()
+    results["records"][0].update(cell=None, outside_fit=None, nonfinite=None)
+    del results["records"][1]["cell"]
+    assert "delegates=gpu" in render(results, "csv") and "delegates=gpu" in render(results, "md")
+
+
+def _app_record(**sections):
+    """A record of an app stream (runtime/sweep/app_streams.py), its sections replaced by `sections`."""
+    rec = _results()["records"][0]
+    rec["energy"]["stream_mj"] = 500.0
+    rec.update({"app": {"name": "camera", "rate_hz": 30, "when_busy": "drop", "units": ["gpu"]},
+                "frames": {"arrived": 10, "completed": 9, "dropped": 1, "deadline_misses": 0},
+                "sustained": {"first_s": 10, "last_s": 10, "p50_first_ms": 9.0, "p50_last_ms": 9.9, "rise": 0.1},
+                "run": {"soc_mj": 1000.0, "idle_mj": 100.0}, "duration_s": 60,
+                "thermal": {"ambient_c": 25, "platform_w": 2.5, "skin_c": {"max": 30.0}, "die_c": {"max": 50.0},
+                            "units": {"gpu": {"final_mhz": 500, "min_mhz": 400, "first_throttle_s": 12.0}}}})
+    for key, value in sections.items():
+        section, _, field = key.partition("__")
+        if field:
+            rec[section][field] = value
+        else:
+            rec[section] = value
+    return {"schema": 1, "scenario": "apps.yaml", "records": [rec]}
+
+
+def test_an_app_stream_record_reports_its_frames_energy_and_heat():
+    md = render(_app_record(), "md")
+    assert "App camera: 30 frames/s on gpu" in md and "(50.0% of the SoC's 1000.0 mJ" in md
+    assert "| gpu | 500 | 400 | 12.0 |" in md
+
+
+@pytest.mark.parametrize("sections", [
+    {"sustained": "x"}, {"run": ["soc_mj"]}, {"thermal__units": "gpu"}, {"thermal__units": {"gpu": 1}},
+    {"app__units": None}, {"energy__stream_mj": None}, {"run__soc_mj": "1000"},
+])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_an_app_stream_record_with_a_damaged_section_renders_it_as_unknown(sections, fmt):
+    # each raised AttributeError or TypeError in runtime/report/apps.py, a traceback in `dtb report`
+    assert render(_app_record(**sections), fmt)
+
+
+def test_report_of_a_results_file_with_a_wrong_type_is_one_line_and_exit_1(tmp_path, capsys):
+    from runtime.cli.main import main
+
+    results = _results()
+    results["records"][1]["delegates"] = [{"kind": "gpu", "name": GPU, "nodes_delegated": 3, "partitions": None}]
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    out_file = tmp_path / "report.md"
+    assert main(["report", str(path), "-o", str(out_file)]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"dtb report: error: {path}: record 1: delegates[0]: key 'partitions' is not a number: "
+                   f"None\n")
+    assert sorted(os.listdir(tmp_path)) == ["results.json"]
+
+
 def test_results_without_records_is_an_error():
     with pytest.raises(errors.TestbedError, match="records"):
         render({"schema": 1}, "md")

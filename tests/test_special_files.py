@@ -143,3 +143,17 @@ def test_a_results_file_for_dtb_report(tmp_path, capsys, kind):
     error = bounded(lambda: render_file(path))
     assert isinstance(error, AnyError) and f"it is {KINDS[kind]}, not a regular file" in str(error), error
     assert f"it is {KINDS[kind]}" in one_line(capsys, ["report", str(path)])
+
+
+@pytest.mark.parametrize("name", ["manifest.json", "results.json"])
+def test_a_fifo_among_an_output_folders_results(tmp_path, capsys, name):
+    # `dtb run` reads which scenario the folder's results belong to from these two files: a FIFO there
+    # hung the run, holding the folder's lock, before any cell ran
+    out = tmp_path / "out"
+    out.mkdir()
+    special(tmp_path, "fifo", f"out/{name}")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("device: pixel4\nmodel: {zoo: tiny_cnn, args: {resolution: 16}}\nruns: {warmup: 0, count: 1}\n")
+    err = one_line(capsys, ["run", str(scenario), "-o", str(out)])
+    assert f"holds the results of another scenario (an unreadable {name}: it is a FIFO, not a regular file)" in err
+    assert (out / name).is_fifo() and sorted(p.name for p in out.iterdir()) == [name]

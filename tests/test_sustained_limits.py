@@ -172,6 +172,26 @@ def test_at_scaled_down_limits_the_trace_and_the_monitor_hold_a_counted_amount(t
     assert len(monitor.samples) <= ticks + 1 and ticks <= limits.MAX_MONITOR_TICKS
 
 
+def test_frames_that_outlast_duration_s_by_the_monitors_limit_are_refused(tmp_path, monkeypatch, capsys):
+    """A profile whose figures make a frame take ages (here 2 s of dispatch per op, a frame 14 s; with
+    a bandwidth_gbs of 1.0e-290 a frame took 1e281 s, and `dtb run` ticked the monitor for ever) gets
+    as many ticks after duration_s as duration_s may have, then the run stops naming the apps still running."""
+    monkeypatch.setattr(limits, "MAX_MONITOR_TICKS", 50)     # 5 s at the Pixel 4's 100 ms tick
+    text = (PROFILE_DIR / "pixel4.yaml").read_text(encoding="utf-8")
+    text, n = re.subn(r"(?m)^(    dispatch_us:) *5\.988\b", r"\g<1> 2.0e+6", text)   # the big cores'
+    assert n == 1
+    slow = tmp_path / "slow_cpu.yaml"
+    slow.write_text(text)
+    path = write(tmp_path, doc([{"name": "cam", "model": TINY, "rate_hz": 1}], 1, device=str(slow)))
+    (sc,) = load_scenario(path)
+    with pytest.raises(ScenarioError, match=rf"^{re.escape(str(path))}: app cam: a frame still runs 5 s of simulated "
+                                            r"time after duration_s \(50 monitor ticks, the limit\)"):
+        run_apps(sc)
+    assert main(["run", str(path), "-o", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "app cam: a frame still runs" in err and not (tmp_path / "out").exists()
+
+
 def test_the_limits_are_stated_in_the_scenarios_readme():
     text = (Path(__file__).parent.parent / "scenarios" / "README.md").read_text(encoding="utf-8")
     for figure in ("queue_size", f"{limits.MAX_QUEUE:,}", f"{limits.MAX_TRACE_FRAMES:,}",

@@ -19,6 +19,7 @@ from runtime.cli.common import (add_delegate_budget_flag, add_device_flag, add_m
 from runtime.cli.profile_tables import Stat
 from runtime.ir.errors import TestbedError
 from runtime.interpreter.api import Interpreter
+from runtime.limits import counts as limits
 from runtime.report.status import CellStatus, delegates_status, record_status
 from runtime.sweep.executors import executor_arg
 from runtime.sweep.guard import GUARD_CELLS
@@ -49,6 +50,16 @@ def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _diff_runs_count(text: str) -> int:
+    """inference-diff's --num_runs: at least 1 and, as benchmark's, at most limits.MAX_RUNS (both
+    interpreters keep every run's latency and trace; 1e11 runs would fill the memory for years)."""
+    value = _positive(text)
+    if value > limits.MAX_RUNS:
+        raise argparse.ArgumentTypeError(f"must be at most {limits.MAX_RUNS} (the testbed's limit: every run's "
+                                         f"latency and trace are kept), got {value}")
     return value
 
 
@@ -360,7 +371,7 @@ def add_parsers(sub) -> None:
     add_model_flags(sp, file_aliases=("--model_file",))
     add_device_flag(sp)
     sp.add_argument("--delegate", default="", help="gpu, nnapi, hexagon or coreml (empty: the CPU)")
-    sp.add_argument("--num_runs", type=_positive, default=50)
+    sp.add_argument("--num_runs", type=_diff_runs_count, default=50, help=f"at most {limits.MAX_RUNS}")
     sp.add_argument("--num_interpreter_threads", type=threads, default=1)
     sp.set_defaults(fn=cmd_inference_diff, parser=sp)
 

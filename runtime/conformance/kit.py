@@ -22,6 +22,7 @@ from runtime.conformance.lifecycle import FailAt, lifecycle_case
 from runtime.conformance.report import CaseResult, ConformanceReport, Verdict
 from runtime.ir.graph import DType, Tensor
 from runtime.ir.optypes import OpType
+from runtime.limits.counts import MAX_CONFORMANCE_EXAMPLES
 from sim.numerics import NumericMode
 
 __all__ = ["Tolerance", "TOLERANCES", "PlannedCase", "ConformanceRun", "run_conformance",
@@ -138,6 +139,8 @@ def _ops(ops: Iterable[OpType | str] | None) -> tuple[OpType, ...]:
         if op_type not in OPS:
             raise DelegateError(f"no conformance cases for op '{op}'; ops: {', '.join(o.name for o in OPS)}")
         chosen.append(op_type)
+    if not chosen:   # `--ops ,`: checking no op would pass, vacuously
+        raise DelegateError(f"no op given to check; ops: {', '.join(o.name for o in OPS)}")
     return tuple(dict.fromkeys(chosen))
 
 
@@ -172,8 +175,11 @@ class ConformanceRun:
                  examples: int = 10, seed: int = 0, ops: Iterable[OpType | str] | None = None):
         from sim.profile import load_profile
 
-        if examples < 1:
-            raise DelegateError(f"examples must be at least 1, not {examples}")
+        if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
+            raise DelegateError(f"examples must be at least 1, not {examples!r}")
+        if examples > MAX_CONFORMANCE_EXAMPLES:
+            raise DelegateError(f"examples must be at most {MAX_CONFORMANCE_EXAMPLES:,} (each is generated and kept "
+                                f"for every op and dtype before the first runs), not {examples:,}")
         self.factory = resolve_factory(delegate_factory)
         self.profile = load_profile(device) if isinstance(device, str) else device
         self.device = device if isinstance(device, str) else getattr(device, "name", str(device))

@@ -7,7 +7,8 @@ so run counts bound memory as well as time: 10,000 runs of MobileNet v1 hold abo
 from __future__ import annotations
 
 __all__ = ["MAX_RUNS", "MAX_WARMUP", "MAX_STREAMS", "MAX_THREADS", "MAX_CELLS", "MAX_INFERENCES",
-           "MAX_EXPANSION", "MAX_SEED", "MAX_QUEUE", "MAX_TRACE_FRAMES", "MAX_MONITOR_TICKS"]
+           "MAX_EXPANSION", "MAX_SEED", "MAX_QUEUE", "MAX_TRACE_FRAMES", "MAX_MONITOR_TICKS",
+           "MAX_CONFORMANCE_EXAMPLES"]
 
 MAX_RUNS = 10_000            # runs.count, dtb benchmark --num_runs (benchmark_model's default is 50)
 MAX_WARMUP = 1_000           # runs.warmup, --warmup_runs
@@ -25,3 +26,7 @@ MAX_SEED = 2**63 - 1         # inputs.seed
 MAX_QUEUE = 1_000            # apps[].queue_size: frames waiting behind the running one (the rest are dropped)
 MAX_TRACE_FRAMES = MAX_RUNS  # frames arriving within trace_s, whose op-level intervals are kept for trace.json
 MAX_MONITOR_TICKS = 100_000  # duration_s / the monitor's tick (an hour at the profiles' 100 ms is 36,000)
+# dtb conformance --examples: every instance of every op/dtype pair is generated before the first runs
+# and kept (about 6 KB each, over 119 pairs: 1,000 examples hold about 700 MB), so a typo's extra zeros
+# would fill the memory instead of running.
+MAX_CONFORMANCE_EXAMPLES = 1_000

@@ -24,8 +24,17 @@ def _get(rec: dict, dotted: str) -> Any:
     return node
 
 
+def _is_num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 def _num(x: Any, fmt: str = ".2f") -> str:
-    return format(x, fmt) if isinstance(x, (int, float)) and not isinstance(x, bool) else "-"
+    return format(x, fmt) if _is_num(x) else "-"
+
+
+def _dict(x: Any) -> dict:
+    """A section of the record as a mapping; anything else (a hand-edited results file) reads as none."""
+    return x if isinstance(x, dict) else {}
 
 
 def _rise(x: Any) -> str:
@@ -38,10 +47,12 @@ def app_blocks(rec: dict) -> list[tuple]:
     """Report blocks of one app stream: its frames, how its latency moved, its energy and the phone's heat."""
     if not is_app(rec):
         return []
-    app, f, sus = rec["app"], rec["frames"], rec.get("sustained") or {}
+    app, f, sus = rec["app"], rec["frames"], _dict(rec.get("sustained"))
     lat = rec["latency_ms"]
+    units = app.get("units")
+    on = ", ".join(map(str, units)) if isinstance(units, list) else "-"
     blocks: list[tuple] = [
-        ("p", f"App {app.get('name')}: {_num(app.get('rate_hz'), 'g')} frames/s on {', '.join(app.get('units', []))}, "
+        ("p", f"App {app.get('name')}: {_num(app.get('rate_hz'), 'g')} frames/s on {on}, "
               f"a frame arriving while one runs is {'dropped' if app.get('when_busy') == 'drop' else 'queued'}; "
               f"{_num(rec.get('duration_s'), 'g')} s simulated."),
         ("h", 3, "Frames"),
@@ -51,16 +62,18 @@ def app_blocks(rec: dict) -> list[tuple]:
         ("table", (f"p50 ms, first {_num(sus.get('first_s'), 'g')} s", f"p50 ms, last {_num(sus.get('last_s'), 'g')} s",
                    "Rise"), [(_num(sus.get("p50_first_ms")), _num(sus.get("p50_last_ms")), _rise(sus.get("rise")))]),
     ]
-    run = rec.get("run") or {}
+    run = _dict(rec.get("run"))
     if run:
-        share = rec["energy"].get("stream_mj", 0) / run["soc_mj"] if run.get("soc_mj") else 0.0
+        stream, soc = rec["energy"].get("stream_mj", 0), run.get("soc_mj")
+        share = stream / soc if _is_num(stream) and _is_num(soc) and soc else 0.0
         blocks.append(("p", f"Energy: {_num(rec['energy'].get('stream_mj'), '.1f')} mJ over the run "
                             f"({share * 100:.1f}% of the SoC's {_num(run.get('soc_mj'), '.1f')} mJ, which includes "
                             f"{_num(run.get('idle_mj'), '.1f')} mJ of idle power no stream is charged)."))
     heat = rec.get("thermal")
     if isinstance(heat, dict):
+        per_unit = {unit: _dict(u) for unit, u in _dict(heat.get("units")).items()}
         rows = [(unit, _num(u.get("final_mhz"), "g"), _num(u.get("min_mhz"), "g"), _num(u.get("first_throttle_s"), ".1f"))
-                for unit, u in (heat.get("units") or {}).items()]
+                for unit, u in per_unit.items()]
         blocks += [("h", 3, "Heat"),
                    ("p", f"Ambient {_num(heat.get('ambient_c'), 'g')} C, platform {_num(heat.get('platform_w'), 'g')} W; "
                          f"skin max {_num(_get(heat, 'skin_c.max'), '.1f')} C, die max {_num(_get(heat, 'die_c.max'), '.1f')} C."),

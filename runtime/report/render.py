@@ -8,6 +8,7 @@ import html
 import io
 import json
 import os
+import reprlib
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,11 @@ _NUMBERS = ("model.nodes", "latency_ms.avg", "latency_ms.p90", "init_ms", "bound
 _ENTRY_KEYS = {"delegates": ("kind", "name", "nodes_delegated", "partitions"),
                "per_op": ("node", "unit", "avg_ms"),
                "output_diff": ("output", "avg_error", "std_dev", "max")}
+# The entries' keys the reports add up, sort or format as numbers (first_ms only when there).
+_ENTRY_NUMBERS = {"delegates": ("nodes_delegated", "partitions"), "per_op": ("avg_ms", "first_ms"),
+                  "output_diff": ()}
+# Optional keys the reports read as lists of phrases or entries, or as a mapping (null or absent: none).
+_OPTIONAL_KINDS = (("outside_fit", list, "a list"), ("nonfinite", list, "a list"), ("cell", dict, "an object"))
 _LATENCY_KEYS = ("count", "first", "warmup_avg", "avg", "std", "min", "max", "p50", "p90", "p99")
 _CSV_HEAD = ("scenario", "label", "device", "model.name", "model.quantization", "model.nodes", "threads",
              "streams", "warmup", "runs", "timing_only")
@@ -52,7 +58,14 @@ def _lookup(record: dict, dotted: str) -> Any:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A float, or an integer one converts to (JSON may hold an integer of 400 digits, which neither a
+    format nor a plot takes: OverflowError)."""
+    return isinstance(value, float) or isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
+
+
+def _shown(value: Any) -> str:
+    """A bad value in an error message: its start only (it may be a long list, or an integer of 400 digits)."""
+    return reprlib.repr(value)
 
 
 def _check_keys(entry: Any, keys: tuple[str, ...], where: str) -> None:
@@ -61,11 +74,29 @@ def _check_keys(entry: Any, keys: tuple[str, ...], where: str) -> None:
         raise TestbedError(f"{where}: missing key '{missing[0]}'")
 
 
-def _check_entries(entries: Any, keys: tuple[str, ...], where: str) -> None:
+def _check_numbers(entry: dict, keys: tuple[str, ...], where: str) -> None:
+    """Each of `keys` the entry has is a number."""
+    for key in keys:
+        if key in entry and not _is_number(entry[key]):
+            raise TestbedError(f"{where}: key '{key}' is not a number: {_shown(entry[key])}")
+
+
+def _check_entries(entries: Any, keys: tuple[str, ...], where: str, numbers: tuple[str, ...] = ()) -> None:
     if not isinstance(entries, list):
         raise TestbedError(f"{where}: expected a list")
     for j, entry in enumerate(entries):
         _check_keys(entry, keys, f"{where}[{j}]")
+        _check_numbers(entry, numbers, f"{where}[{j}]")
+
+
+def _check_optional(rec: dict, where: str) -> None:
+    """The optional keys the reports read: lists and mappings as such, a fitted band's figures as numbers."""
+    for key, kind, what in _OPTIONAL_KINDS:
+        if rec.get(key) is not None and not isinstance(rec[key], kind):
+            raise TestbedError(f"{where}: key '{key}' is not {what}: {_shown(rec[key])}")
+    band = rec.get("error_band")
+    if isinstance(band, dict) and _is_number(band.get("median_pct")) and not _is_number(band.get("p90_pct", 0)):
+        raise TestbedError(f"{where}: key 'error_band.p90_pct' is not a number: {_shown(band['p90_pct'])}")
 
 
 def _check_record(k: int, rec: Any) -> None:
@@ -78,9 +109,10 @@ def _check_record(k: int, rec: Any) -> None:
         except KeyError:
             raise TestbedError(f"{where}: missing key '{key}'") from None
         if key in _NUMBERS and not _is_number(value):
-            raise TestbedError(f"{where}: key '{key}' is not a number: {value!r}")
+            raise TestbedError(f"{where}: key '{key}' is not a number: {_shown(value)}")
     for field, keys in _ENTRY_KEYS.items():
-        _check_entries(rec[field], keys, f"{where}: {field}")
+        _check_entries(rec[field], keys, f"{where}: {field}", _ENTRY_NUMBERS[field])
+    _check_optional(rec, where)
     for j, d in enumerate(rec["delegates"]):
         _check_entries(d.get("unsupported", []), ("name", "reason"), f"{where}: delegates[{j}].unsupported")
     try:
@@ -92,6 +124,7 @@ def _check_record(k: int, rec: Any) -> None:
         raise TestbedError(f"{where}: key 'energy.rails' is not an object")
     for rail, entry in rails.items():
         _check_keys(entry, ("active_mj", "total_mj"), f"{where}: energy.rails.{rail}")
+        _check_numbers(entry, ("active_mj", "total_mj"), f"{where}: energy.rails.{rail}")
 
 
 def _as_results(data: Any) -> Any:
@@ -317,7 +350,7 @@ def _html(blocks: list[tuple]) -> str:
 # ---- CSV --------------------------------------------------------------------------------------------
 
 def _csv_columns(records: list[dict]) -> list[str]:
-    cells = sorted({f"cell.{k}" for r in records for k in r.get("cell", {})})
+    cells = sorted({f"cell.{k}" for r in records for k in r.get("cell") or {}})
     rails = sorted({r for rec in records for r in rec["energy"]["rails"]})
     return [*_CSV_HEAD, *cells, "delegates", "nodes_delegated", "partitions", "unsupported", "error", *_CSV_TAIL,
             *(f"energy.rails.{r}.{k}" for r in rails for k in ("active_mj", "total_mj")), "output_diff.max",
@@ -338,7 +371,7 @@ def _csv_row(rec: dict) -> dict[str, Any]:
         except KeyError:
             row[key] = ""
     ds = rec["delegates"]
-    row.update({f"cell.{k}": _csv_value(v) for k, v in rec.get("cell", {}).items()})
+    row.update({f"cell.{k}": _csv_value(v) for k, v in (rec.get("cell") or {}).items()})
     row.update({"delegates": "+".join(str(d["kind"]) for d in ds),
                 "nodes_delegated": sum(d["nodes_delegated"] for d in ds),
                 "partitions": sum(d["partitions"] for d in ds),

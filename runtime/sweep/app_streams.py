@@ -179,11 +179,25 @@ def run_apps(sc, progress: Progress | None = None) -> tuple[list[dict], SoC]:
             progress(done[0], total, f"{sc.label} t={soc.env.now - t0:.0f}s")
 
     procs = [soc.env.process(s.run(t0, sc.duration_s, tick)) for s in streams]
-    soc.env.run(until=simpy.AllOf(soc.env, procs))
+    _run_to_end(sc, profile, soc, procs, tick_s)
     monitor.flush()
     run = _run_fields(sc, soc, streams, ledger, t0)
     heat = _thermal_fields(sc, monitor, t0) if thermal else None
     return [_record(sc, profile, s, ledger, run, heat, len(streams), t0) for s in streams], soc
+
+
+def _run_to_end(sc, profile, soc: SoC, procs: list, tick_s: float) -> None:
+    """Run until every stream's last frame is done, or refuse: the frames waiting at duration_s get at
+    most limits.MAX_MONITOR_TICKS more ticks, as duration_s itself. A profile whose figures make a
+    frame last for ages (bandwidth_gbs: 1.0e-290) would otherwise tick the monitor for ever."""
+    finished = simpy.AllOf(soc.env, procs)
+    overrun_s = limits.MAX_MONITOR_TICKS * tick_s
+    soc.env.run(until=soc.env.any_of([finished, soc.env.timeout(sc.duration_s + overrun_s)]))
+    if not finished.triggered:
+        running = ", ".join(app.name for app, proc in zip(sc.apps, procs) if proc.is_alive)
+        raise ScenarioError(f"{sc.source}: app {running}: a frame still runs {overrun_s:g} s of simulated time "
+                            f"after duration_s ({limits.MAX_MONITOR_TICKS:,} monitor ticks, the limit); the "
+                            f"{profile.name} profile's figures make its frames take that long")
 
 
 def _run_fields(sc, soc: SoC, streams: list[_Stream], ledger: Ledger, t0: float) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from runtime.ir.errors import TestbedError
+from runtime.ir.files import NotRegularFile, read_text
 
 __all__ = ["OutputFolderError", "ResultsFolder", "MANIFEST", "check_output_path"]
 
@@ -206,7 +207,9 @@ class ResultsFolder:
             if not path.exists():
                 continue
             try:
-                text = json.loads(path.read_text(encoding="utf-8"))[key]
+                text = json.loads(read_text(path))[key]   # a FIFO is refused, not waited on for ever
+            except NotRegularFile as exc:
+                return f"an unreadable {name}: {exc}"
             except (OSError, ValueError, KeyError, TypeError):
                 return f"an unreadable {name}"
             if not isinstance(text, str):
