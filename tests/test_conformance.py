@@ -163,6 +163,20 @@ def test_generation_is_reproducible():
                if x.data is not None)
 
 
+@pytest.mark.parametrize("dtype, k", [("int8", 464), ("uint8", 186)])
+def test_an_8_bit_draw_litert_would_refuse_is_drawn_again(dtype, k):
+    """These draws are an ADD with a fused ReLU6 whose calibration samples all come out negative: an
+    all-zero output the converter gives a range of +-1e-6, which LiteRT's ADD refuses. `dtb conformance
+    --ops ADD --examples 465` once stopped on the kit's own case there."""
+    from runtime.testing.ops import case_rng
+
+    case = generate("ADD", dtype, case_rng(0, "ADD", dtype, k))
+    again = generate("ADD", dtype, case_rng(0, "ADD", dtype, k))
+    assert case.op_type is OpType.ADD and case.shapes == again.shapes   # still reproducible
+    out = case.graph.tensors[case.graph.outputs[0]]
+    assert out.quant.scale[0] > 1e-6
+
+
 # -- the kit on the built-in delegates -----------------------------------------------------------
 
 BUILTINS = [("gpu", "pixel4"), ("hexagon", "pixel3"), ("coreml", "iphone_xs"), ("nnapi", "pixel4")]
