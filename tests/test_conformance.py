@@ -177,6 +177,18 @@ def test_an_8_bit_draw_litert_would_refuse_is_drawn_again(dtype, k):
     assert out.quant.scale[0] > 1e-6
 
 
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(st.sampled_from(["int8", "uint8"]).flatmap(lambda dtype: single_op_cases("ADD", dtype)))
+def test_the_8_bit_add_strategy_gives_only_graphs_litert_takes(case):
+    """Hypothesis soon tries an all-negative ADD + ReLU6 (the case above); building the graph checks
+    it as LiteRT's Prepare does, and the strategy rejects the draw. It once failed
+    test_single_op_graphs_strategy_gives_runnable_graphs now and then."""
+    it = Interpreter(graph=case.graph, num_threads=1)
+    it.allocate_tensors()   # LiteRT's Prepare checks
+    it.invoke()
+    assert case.op_type is OpType.ADD
+
+
 # -- the kit on the built-in delegates -----------------------------------------------------------
 
 BUILTINS = [("gpu", "pixel4"), ("hexagon", "pixel3"), ("coreml", "iphone_xs"), ("nnapi", "pixel4")]
