@@ -136,6 +136,64 @@ def test_model_flag_mistakes_are_one_line(capsys):
     assert "give exactly one of --graph FILE.tflite or --zoo NAME" in capsys.readouterr().err
     assert main(["export", "--zoo", "tiny_cnn", "--zoo_args", "resolution", "-o", "x.tflite"]) == 1
     assert "--zoo_args: 'resolution' is not key=value" in capsys.readouterr().err
+    # The last one won, silently, whether in one flag or in two.
+    for zoo_args in (["resolution=16,resolution=32"], ["resolution=16", "--zoo_args", "resolution=32"]):
+        assert main(["infer", "--zoo", "tiny_cnn", "--zoo_args", *zoo_args]) == 1
+        assert "dtb infer: error: --zoo_args: 'resolution' is given twice (16 and 32)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag,value,message", [
+    ("--num_threads", "0", "must be -1 (all big cores) or at least 1"),   # was the Interpreter's traceback
+    ("--num_threads", "-5", "must be -1 (all big cores) or at least 1"),
+    ("--num_runs", "0", "must be at least 1"),                            # ran once, silently
+    ("--num_runs", "-1", "must be 0 or more"),
+    ("--num_runs", "100000000000", "must be at most 10000"),              # ran for days
+    ("--seed", "-1", "must be 0 or more"),                                # numpy's traceback
+    ("--seed", str(2**64), "must be at most 9223372036854775807"),
+])
+def test_infer_arguments_out_of_range_are_one_usage_line(capsys, monkeypatch, flag, value, message):
+    from runtime.cli import infer
+
+    calls = []
+
+    def invoke(self):  # a run that should not have started stops at once instead of running on
+        calls.append(1)
+        if len(calls) > 3:
+            raise AssertionError("dtb infer kept invoking")
+    monkeypatch.setattr(infer.Interpreter, "invoke", invoke)
+    with pytest.raises(SystemExit) as exit_:
+        main(["infer", "--zoo", "tiny_cnn", flag, value])
+    assert exit_.value.code == 2 and not calls
+    err = capsys.readouterr().err
+    assert f"dtb infer: error: argument {flag}: {message}" in err and "Traceback" not in err
+
+
+def test_export_to_a_folder_an_empty_name_or_a_fifo_is_one_line(tmp_path, capsys):
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for output, message in ((str(tmp_path), "it is a directory, not a regular file"),
+                            (f"{tmp_path}{os.sep}", "it is a directory, not a regular file"),
+                            ("", "cannot write to an empty file name"),
+                            (str(fifo), "it is a FIFO, not a regular file")):  # was replaced by a file
+        assert main(["export", "--zoo", "tiny_cnn", "-o", output]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("dtb export: error: cannot write") and message in err and err.count("\n") == 1, err
+    assert fifo.is_fifo() and sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+def test_export_without_permission_to_write_is_one_line_and_leaves_no_temporary_file(tmp_path, capsys,
+                                                                                       monkeypatch):
+    import os
+
+    def refuse(src, dst):
+        raise PermissionError(13, "Permission denied", str(dst))
+    monkeypatch.setattr(os, "replace", refuse)  # root may write anywhere: the refusal is simulated
+    out = tmp_path / "m.tflite"
+    assert main(["export", "--zoo", "tiny_cnn", "-o", str(out)]) == 1
+    assert capsys.readouterr().err == f"dtb export: error: cannot write {out}: Permission denied\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 def _inspect_rows(out: str) -> dict[str, set[str]]:

@@ -271,6 +271,9 @@ def test_supported_ops_table(capsys):
     out = run(capsys, "supported-ops", "--delegate", "gpu")
     assert out.startswith("| op | gpu |\n|---|---|\n") and "| CONV_2D |" in out
     assert run(capsys, "supported-ops").startswith("| op | gpu | hexagon | coreml | nnapi |")
+    # A delegate named twice was two identical columns.
+    assert run(capsys, "supported-ops", "--delegate", "gpu", "--delegate", "qnn", "--delegate", "gpu").startswith(
+        "| op | gpu | qnn |\n|---|---|---|\n")
 
 
 # -- errors ------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from delegates import guard
+from delegates.api import Support
 from delegates.guard import DelegateTimeout, time_budget
 from runtime.interpreter.api import Interpreter
 from runtime.interpreter.delegation import MAX_LOG_LINES
@@ -164,6 +165,18 @@ def test_a_damaged_platform_refusal_restores_the_cpu_plan(graph, value):
     delegation = it.simulation.delegation
     assert delegation.restored
     assert "platform_refusal" in delegation.per_delegate[-1].error
+
+
+@pytest.mark.parametrize("ok", ["no", None, 1, np.array([True, False])])
+def test_a_support_whose_ok_is_no_bool_restores_the_cpu_plan_naming_it(graph, ok):
+    """These failed inside Python's bool() with its words ("__bool__ should return bool, returned
+    str"); now the message says what the delegate returned. TFLite's rule: the CPU plan back."""
+    with time_budget(5.0):
+        it = Interpreter(graph=graph, experimental_delegates=[HookDelegate(is_node_supported=Support(ok))],
+                         device="pixel4")
+    delegation = it.simulation.delegation
+    assert delegation.restored
+    assert "HookDelegate is_node_supported returned a Support whose ok is" in delegation.per_delegate[-1].error
 
 
 def test_invoke_seconds_failing_falls_back_to_the_cpu(graph):

@@ -163,3 +163,103 @@ def test_outputs_equal_litert_after_switching_import(model):
         it.invoke()
     out = ours.get_output_details()[0]["index"]
     np.testing.assert_allclose(ours.get_tensor(out), ref.get_tensor(out), atol=1e-6)
+
+
+@pytest.mark.skipif(litert is None, reason="LiteRT not installed")
+@pytest.mark.parametrize("value", [np.empty((1, 32, 32, 3), object), "text", None, np.zeros((1, 32, 32, 3), "S4")])
+def test_set_tensor_of_text_or_objects_names_litert_string_type(model, value):
+    ours, ref = both(model)
+    with pytest.raises(ValueError) as want:
+        ref.set_tensor(0, value)
+    with pytest.raises(ValueError) as got:
+        ours.set_tensor(0, value)
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("index", [0.5, "0", None, [0]])
+def test_a_tensor_index_that_is_no_integer_is_a_type_error_naming_it(model, index):
+    # LiteRT's binding refuses these too (a TypeError listing its signature); 0.5 and "0" were
+    # taken as tensor 0 here.
+    it = Interpreter(model_content=model)
+    it.allocate_tensors()
+    value = np.zeros((1, 32, 32, 3), np.float32)
+    for call in (lambda: it.set_tensor(index, value), lambda: it.get_tensor(index), lambda: it.tensor(index),
+                 lambda: it.resize_tensor_input(index, [1, 32, 32, 3])):
+        with pytest.raises(TypeError, match=r"Interpreter: (tensor|input)_index must be an int, not "):
+            call()
+    assert it.get_tensor(np.int64(0)).shape == (1, 32, 32, 3)  # numpy integers are integers
+
+
+@pytest.mark.skipif(litert is None, reason="LiteRT not installed")
+@pytest.mark.parametrize("subgraph", [1, 5, -1])
+def test_get_tensor_of_a_subgraph_out_of_range_is_litert_value_error(model, subgraph):
+    ours, ref = both(model)
+    with pytest.raises(ValueError) as want:
+        ref.get_tensor(0, subgraph)
+    with pytest.raises(ValueError) as got:  # was subgraph 0's tensor, silently
+        ours.get_tensor(0, subgraph)
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.skipif(litert is None, reason="LiteRT not installed")
+@pytest.mark.parametrize("size", [5, [[1, 32], [32, 3]], np.zeros((2, 2), np.int32)])
+def test_resize_to_a_shape_that_is_not_1d_is_litert_value_error(model, size):
+    ours, ref = Interpreter(model_content=model), litert.Interpreter(model_content=model)
+    with pytest.raises(ValueError) as want:
+        ref.resize_tensor_input(0, size)
+    with pytest.raises(ValueError) as got:  # a 2-D list was flattened into a shape
+        ours.resize_tensor_input(0, size)
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("size", [None, ["a", 32, 32, 3], [[1, 2], [3]], [float("nan"), 32, 32, 3],
+                                  [float("inf"), 32, 32, 3]])
+def test_resize_to_dimensions_that_are_no_integers_names_the_input(model, size):
+    it = Interpreter(model_content=model)
+    with pytest.raises(ValueError, match=r"Shape should be 1D|Cannot resize input 0 to .*every dimension must be"):
+        it.resize_tensor_input(0, size)
+
+
+@pytest.mark.parametrize("size", [[2, 32, 32, 3], [1, 32, 32], [1, 32, 32, 3, 1]])
+def test_strict_resize_of_an_input_without_a_signature_changes_nothing(model, size):
+    # LiteRT: every dimension of such an input is fixed (its RuntimeError); it was resized here.
+    it = Interpreter(model_content=model)
+    with pytest.raises(ValueError, match="ResizeInputTensorStrict"):
+        it.resize_tensor_input(0, size, strict=True)
+    it.resize_tensor_input(0, [1, 32, 32, 3], strict=True)
+    it.allocate_tensors()
+
+
+@pytest.mark.parametrize("resolver", [99, -1, "BUILTIN", True, None])
+def test_an_unknown_op_resolver_type_is_litert_value_error(model, resolver):
+    with pytest.raises(ValueError, match=f"^Unrecognized passed in op resolver type: {resolver}$"):
+        Interpreter(model_content=model, experimental_op_resolver_type=resolver)
+
+
+def test_every_op_resolver_type_is_taken_ours_or_litert(model):
+    from runtime.interpreter.api import OpResolverType
+    kinds = [OpResolverType.AUTO, OpResolverType.BUILTIN, OpResolverType.BUILTIN_REF,
+             OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES]
+    if litert is not None:
+        kinds += list(litert.OpResolverType)
+    for kind in kinds:
+        Interpreter(model_content=model, experimental_op_resolver_type=kind)
+
+
+@pytest.mark.parametrize("limit", [0.5, 1e-9])
+def test_a_memory_limit_under_one_byte_is_refused_by_name(model, limit):
+    # It truncated to 0 bytes, which the reader then reported as "truncated or malformed" model bytes.
+    with pytest.raises(ValueError, match=r"^memory_limit must be a positive number of bytes, not "):
+        Interpreter(model_content=model, memory_limit=limit)
+
+
+def test_get_tensor_of_another_subgraph_is_refused_naming_it():
+    # It returned subgraph 0's tensor of that index; an IF's branches keep no values between runs.
+    from tests.test_control_flow import if_model
+
+    it = Interpreter(model_content=dumps(if_model()))
+    it.allocate_tensors()
+    with pytest.raises(ValueError, match="reads the tensors of subgraph 0 only, not of subgraph 1 .*'then'"):
+        it.get_tensor(0, 1)
+    with pytest.raises(ValueError, match="^Invalid subgraph index 3 exceeds max subgraph index 3$"):
+        it.get_tensor(0, 3)

@@ -16,11 +16,12 @@ import numpy as np
 
 from runtime.ir.atomic import write_text
 from runtime.ir.errors import TestbedError
+from runtime.ir.files import special_kind
 from runtime.ir.graph import Graph
 from runtime.model.loader import CALIBRATION_SAMPLES, FLAGS, QUANTIZATIONS, ModelSource
 from runtime.model.loader import load_model
 
-__all__ = ["LoadedModel", "PROVIDER_NAMES", "QUANTIZATIONS", "add_delegate_budget_flag", "add_device_flag", "add_model_flags", "check_writable", "cpp_float",
+__all__ = ["LoadedModel", "PROVIDER_NAMES", "QUANTIZATIONS", "add_delegate_budget_flag", "add_device_flag", "add_model_flags", "check_writable", "write_failed", "cpp_float",
            "delegate_budget", "delegate_budget_scope", "delegate_kinds", "flag_default_notes", "scenario_default_notes", "echo_log", "gaussian_inputs", "profile_from_flags", "model_from_flags", "parse_delegate_flags",
            "to_us", "tflite_bool", "uniform_inputs", "warn_refusals", "write_atomic", "zoo_args_text"]
 
@@ -364,10 +365,24 @@ def gaussian_inputs(graph: Graph, rng: np.random.Generator) -> dict[int, np.ndar
 
 
 def check_writable(*paths: str | None) -> None:
-    """Fail before a long run, not after it, when an output file's directory does not exist."""
-    for path in filter(None, paths):
+    """Fail before a long run, not after it, when an output file's directory does not exist, or the
+    path names a directory or a device (a file is written beside it and renamed over it: a device
+    node would be replaced)."""
+    for path in paths:
+        if path is None:
+            continue
+        if not path:
+            raise TestbedError("cannot write to an empty file name")
         if not Path(path).resolve().parent.is_dir():
             raise TestbedError(f"cannot write {path}: no such directory {Path(path).parent}")
+        kind = special_kind(path)
+        if kind is not None:
+            raise TestbedError(f"cannot write {path}: it is {kind}, not a regular file")
+
+
+def write_failed(path: str | os.PathLike, exc: OSError) -> TestbedError:
+    """An output file that could not be written (no permission, a full disk), in one line."""
+    return TestbedError(f"cannot write {path}: {exc.strerror or exc}")
 
 
 def write_atomic(path: str | os.PathLike, text: str) -> None:
@@ -375,4 +390,4 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
     try:
         write_text(path, text)
     except OSError as exc:
-        raise TestbedError(f"cannot write {path}: {exc.strerror}") from None
+        raise write_failed(path, exc) from None

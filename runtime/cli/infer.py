@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import time
 from enum import Enum
 
 import numpy as np
 
-from runtime.cli.common import add_model_flags, check_writable, model_from_flags
+from runtime.cli.benchmark import count_at_most, threads
+from runtime.cli.common import add_model_flags, check_writable, model_from_flags, write_failed
 from runtime.interpreter.api import Interpreter
+from runtime.limits import counts as limits
 from runtime.ir.optypes import OpType
 from runtime.ops import select_kernel
 
@@ -31,7 +34,7 @@ def cmd_infer(args, extra=None) -> int:
     it.allocate_tensors()
     _inputs(it, args.seed)
     times = []
-    for _ in range(max(1, args.num_runs)):
+    for _ in range(args.num_runs):
         start = time.perf_counter()
         it.invoke()
         times.append(time.perf_counter() - start)
@@ -88,17 +91,30 @@ def cmd_export(args, extra=None) -> int:
 
     check_writable(args.output)
     model = model_from_flags(args)
-    save(model.graph, args.output)
+    try:
+        save(model.graph, args.output)
+    except OSError as exc:
+        raise write_failed(args.output, exc) from None
     print(f"wrote {args.output}: {model.label} ({len(model.graph.ops)} ops)")
     return 0
+
+
+def _runs(text: str) -> int:
+    """--num_runs: at least one run (its outputs are summarised), at most limits.MAX_RUNS (each run
+    is real work on the host: 1e11 of them would never end)."""
+    value = count_at_most(limits.MAX_RUNS, "the testbed's limit of runs")(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 def add_parsers(sub) -> None:
     sp = sub.add_parser("infer")
     add_model_flags(sp)
-    sp.add_argument("--num_threads", type=int, default=1)
-    sp.add_argument("--num_runs", type=int, default=1)
-    sp.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
+    sp.add_argument("--num_threads", type=threads, default=1)
+    sp.add_argument("--num_runs", type=_runs, default=1, help=f"at least 1, at most {limits.MAX_RUNS}")
+    sp.add_argument("--seed", type=count_at_most(limits.MAX_SEED, "as a scenario's inputs.seed"),
+                    default=0, help="seed of the generated inputs")
     sp.set_defaults(fn=cmd_infer, parser=sp)
     sp = sub.add_parser("inspect")
     add_model_flags(sp)

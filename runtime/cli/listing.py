@@ -77,7 +77,8 @@ def _list_ops() -> None:
 def cmd_supported_ops(args: argparse.Namespace, extra: list[str]) -> int:
     from delegates.table import DEFAULT_COLUMNS, supported_ops_table
 
-    sys.stdout.write(supported_ops_table(args.delegate or DEFAULT_COLUMNS))
+    # A delegate named twice is one column, in the order first given.
+    sys.stdout.write(supported_ops_table(list(dict.fromkeys(args.delegate or DEFAULT_COLUMNS))))
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import threading
 from typing import Any
@@ -51,7 +52,8 @@ def _exclusive(method):
     return guarded
 
 
-def _check_arguments(model_path, model_content, experimental_delegates, num_threads, device, soc, stream) -> None:
+def _check_arguments(model_path, model_content, experimental_delegates, num_threads, device, soc, stream,
+                     experimental_op_resolver_type) -> None:
     """Each argument of a wrong type named in a TypeError (ValueError where LiteRT raises one),
     before anything is read."""
     from sim.soc import SoC
@@ -79,7 +81,18 @@ def _check_arguments(model_path, model_content, experimental_delegates, num_thre
         raise wrong("stream", "an int", stream)
     if stream < 0:
         raise ValueError(f"Interpreter: stream must be >= 0, not {stream}")
+    _check_resolver(experimental_op_resolver_type)
     # memory_limit and while_limit: their own checks name them (runtime.limits.memory, model_state)
+
+
+def _check_resolver(resolver: Any) -> None:
+    """One of OpResolverType's values, ours or LiteRT's enum member of the same name; anything else
+    raises LiteRT's ValueError (interpreter.py), though the testbed has one set of kernels either way."""
+    names = {k: v for k, v in vars(OpResolverType).items() if not k.startswith("_")}
+    known = (getattr(resolver, "name", None) in names if hasattr(resolver, "value")
+             else not isinstance(resolver, bool) and isinstance(resolver, int) and resolver in names.values())
+    if not known:
+        raise ValueError(f"Unrecognized passed in op resolver type: {resolver}")
 
 
 class Interpreter:
@@ -102,7 +115,8 @@ class Interpreter:
             raise ValueError("`model_path` or `model_content` must be specified.")
         if sum(sources) > 1:
             raise ValueError("Can't both provide `model_path` and `model_content`")
-        _check_arguments(model_path, model_content, experimental_delegates, num_threads, device, soc, stream)
+        _check_arguments(model_path, model_content, experimental_delegates, num_threads, device, soc, stream,
+                         experimental_op_resolver_type)
         if graph is not None and not isinstance(graph, Graph):
             raise TypeError(f"Interpreter: graph must be a runtime.ir.graph.Graph, not {type(graph).__name__}")
         self._limit = memory.resolve_limit(memory_limit)
@@ -260,8 +274,11 @@ class Interpreter:
             "sparsity_parameters": {},
         } for k, tmp in enumerate(slots) if tmp.dtype is not None]
 
-    def _check_index(self, t: int) -> int:
-        t = int(t)
+    def _check_index(self, t: int, name: str = "tensor_index") -> int:
+        try:
+            t = operator.index(t)
+        except TypeError:  # LiteRT's binding refuses it too (a TypeError listing its signature)
+            raise TypeError(f"Interpreter: {name} must be an int, not {type(t).__name__} {t!r:.40}") from None
         if not 0 <= t < len(self._graph.tensors):
             raise ValueError(f"Invalid tensor index {t} exceeds max tensor index "
                              f"{len(self._graph.tensors)}")
@@ -290,15 +307,20 @@ class Interpreter:
 
     @_exclusive
     def resize_tensor_input(self, input_index: int, tensor_size: Any, strict: bool = False) -> None:
-        t = self._check_index(input_index)
+        t = self._check_index(input_index, "input_index")
         if t not in self._graph.inputs:
             raise ValueError(f"tensor {t} is not an input of the model")
-        size = tuple(int(d) for d in np.asarray(tensor_size).reshape(-1))
+        size = _dims(t, tensor_size)
         if any(d < 0 for d in size) or len(size) > tflite_io.MAX_RANK:
             raise ValueError(f"Cannot resize input {t} to {list(size)}: dimensions must be >= 0, at most "
                              f"{tflite_io.MAX_RANK} of them")
+        # Without a signature every dimension is fixed: strict allows no change (LiteRT refuses it too).
         sig = self._graph.tensors[t].shape_signature
-        if strict and sig is not None:
+        sig = self._graph.tensors[t].shape if sig is None else sig
+        if strict:
+            if len(size) != len(sig):
+                raise ValueError(f"ResizeInputTensorStrict keeps the rank: input {t} has {len(sig)} dimensions, "
+                                 f"not {len(size)}.")
             for d, (new, s) in enumerate(zip(size, sig)):
                 if s != -1 and new != s:
                     raise ValueError(f"ResizeInputTensorStrict only allows mutating unknown dimensions "
@@ -332,6 +354,7 @@ class Interpreter:
 
     @_exclusive
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
+        self._check_subgraph(subgraph_index)
         t = self._check_index(tensor_index)
         values = self._allocated()
         if values[t] is None:
@@ -341,6 +364,20 @@ class Interpreter:
     def tensor(self, tensor_index: int):
         t = self._check_index(tensor_index)
         return lambda: self._allocated()[t]
+
+    def _check_subgraph(self, k: Any) -> None:
+        """Subgraph 0, whose tensors the interpreter keeps; another index in range is refused by name
+        (a control-flow subgraph's intermediates are released after each run), one out of range with
+        LiteRT's ValueError."""
+        try:
+            k = operator.index(k)
+        except TypeError:
+            raise TypeError(f"Interpreter: subgraph_index must be an int, not {type(k).__name__} {k!r:.40}") from None
+        if not 0 <= k < self.num_subgraphs():
+            raise ValueError(f"Invalid subgraph index {k} exceeds max subgraph index {self.num_subgraphs()}")
+        if k != 0:
+            raise ValueError(f"get_tensor reads the tensors of subgraph 0 only, not of subgraph {k} "
+                             f"({self._graph.describe_subgraph(k)})")
 
     def _allocated(self) -> list:
         """The tensors' values; before allocate_tensors (or after a resize) LiteRT has no buffers
@@ -384,7 +421,21 @@ class Interpreter:
 
 
 def _type_name(dtype: np.dtype) -> str:
-    return np.dtype(dtype).name.upper()
+    """LiteRT's name of a value's type; text and Python objects are its STRING (interpreter_wrapper)."""
+    dtype = np.dtype(dtype)
+    return "STRING" if dtype.kind in "OSU" else dtype.name.upper()
+
+
+def _dims(t: int, tensor_size: Any) -> tuple[int, ...]:
+    """resize_tensor_input's new shape: a 1-D list of integers (LiteRT's ValueError for another
+    rank); a fractional dimension truncates as LiteRT's int32 conversion does."""
+    size = np.array(tensor_size, dtype=object)  # any integers, ragged lists too (refused below)
+    if size.ndim != 1:
+        raise ValueError(f"Shape should be 1D instead of {size.ndim}.")
+    try:
+        return tuple(int(d) for d in size)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"Cannot resize input {t} to {list(size)!r:.80}: every dimension must be an integer") from None
 
 
 class SignatureRunner:

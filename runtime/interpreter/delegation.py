@@ -236,6 +236,8 @@ def _check(delegate: Delegate) -> None:
 def _support(answer, what: str) -> Support:
     """is_node_supported's answer: a Support, or a bool (TFLite's own callback returns one)."""
     if isinstance(answer, Support):
+        if not isinstance(answer.ok, (bool, np.bool_)):
+            raise _Failure(f"{what} returned a Support whose ok is {_kind(answer.ok)}, not a bool")
         return answer if isinstance(answer.reason, str) else Support(bool(answer.ok), str(answer.reason))
     if isinstance(answer, (bool, np.bool_)):
         return Support(bool(answer))

@@ -70,7 +70,8 @@ def resolve_limit(limit: int | float | None) -> int:
     """A memory limit in bytes: the given one, or the default."""
     if limit is None:
         return default_limit()
-    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not (math.isfinite(limit) and limit > 0):
+    # At least one byte: a fraction would truncate to a limit of 0, which every reader refuses.
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not (math.isfinite(limit) and limit >= 1):
         raise ValueError(f"memory_limit must be a positive number of bytes, not {limit!r}")
     return int(limit)
 

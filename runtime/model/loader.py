@@ -80,6 +80,8 @@ def parse_zoo_args(text: str, names: Names = Names()) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise ModelError(f"{names.zoo_args}: '{pair}' is not key=value")
+        if key in args:  # which one was meant is the user's to say (repeated flags are joined)
+            raise ModelError(f"{names.zoo_args}: '{key}' is given twice ({args[key]!r} and {_scalar(value)!r})")
         args[key] = _scalar(value)
     return args
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import importlib
@@ -29,9 +30,15 @@ def save(graph: Graph, path: str | os.PathLike) -> None:
     """Write a Graph to a .tflite file; written to a temporary name first, then renamed."""
     path = os.fspath(path)
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(dumps(graph))
-    os.replace(tmp, path)
+    data = dumps(graph)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:  # no half-written file left beside the one asked for
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 class _Writer:
