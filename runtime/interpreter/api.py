@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import functools
 import operator
 import os
@@ -89,8 +90,10 @@ def _check_resolver(resolver: Any) -> None:
     """One of OpResolverType's values, ours or LiteRT's enum member of the same name; anything else
     raises LiteRT's ValueError (interpreter.py), though the testbed has one set of kernels either way."""
     names = {k: v for k, v in vars(OpResolverType).items() if not k.startswith("_")}
-    known = (getattr(resolver, "name", None) in names if hasattr(resolver, "value")
-             else not isinstance(resolver, bool) and isinstance(resolver, int) and resolver in names.values())
+    if isinstance(resolver, enum.Enum):   # LiteRT's OpResolverType member
+        known = resolver.name in names
+    else:
+        known = not isinstance(resolver, bool) and isinstance(resolver, int) and resolver in names.values()
     if not known:
         raise ValueError(f"Unrecognized passed in op resolver type: {resolver}")
 
