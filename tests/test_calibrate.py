@@ -283,6 +283,21 @@ def test_an_unwritable_output_is_refused_before_fitting(tmp_path, capsys):
     assert "dtb calibrate: error:" in err.err and "Calibrating" not in err.out
 
 
+def test_an_output_naming_an_input_is_refused_before_fitting(tmp_path, capsys):
+    """-o over a measurement file replaced the measurements with the profile; over the --base profile, the
+    written profile named itself as its prior, so it could not be calibrated again."""
+    csv = tmp_path / "m.csv"
+    csv.write_text(HEADER + "mobilenet_v1,alpha=0.25;resolution=96,none,pixel4,cpu,4,0.9\n")
+    base = tmp_path / "base.yaml"
+    base.write_text(Path("tests/fixtures/profiles/htp_test.yaml").read_text())
+    for out, what in ((csv, "measurement file"), (tmp_path / "." / "base.yaml", "--base profile")):
+        assert cli.main(["calibrate", str(csv), "--base", str(base), "-o", str(out), "--max_nfev", "1"]) == 1
+        err = capsys.readouterr()
+        assert f"cannot write {out}: it is the {what}" in err.err and "Calibrating" not in err.out
+    assert csv.read_text().startswith(HEADER)
+    assert base.read_text() == Path("tests/fixtures/profiles/htp_test.yaml").read_text()
+
+
 def test_calibrate_writes_a_loadable_profile_and_prints_the_cross_validation(tmp_path, capsys):
     csv = tmp_path / "m.csv"
     csv.write_text(HEADER + "".join(f"mobilenet_v1,alpha=0.25;resolution={r},none,pixel4,{d},4,{ms}\n"

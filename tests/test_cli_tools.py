@@ -375,6 +375,25 @@ def test_report_renders_results(capsys, tmp_path, scenario):
     assert "bad.json: not JSON" in fails(capsys, "report", str(tmp_path / "bad.json"))
 
 
+def test_report_output_is_checked_before_it_replaces_anything(capsys, tmp_path, scenario):
+    """-o is written beside and renamed over: a FIFO or device there would be replaced by the report, the
+    results file itself overwritten by its own rendering, and an empty name taken for stdout."""
+    pytest.importorskip("runtime.report.render")
+    run(capsys, "run", str(scenario), "-o", str(tmp_path / "out"))
+    results = tmp_path / "out" / "results.json"
+    before = results.read_bytes()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert fails(capsys, "report", str(results), "-o", str(fifo)) == \
+        f"dtb report: error: cannot write {fifo}: it is a FIFO, not a regular file"
+    for same in (results, tmp_path / "out" / ".." / "out" / "results.json"):
+        assert "it is the results file being rendered" in fails(capsys, "report", str(results), "-o", str(same))
+    assert "it is the results file being rendered" in fails(capsys, "report", str(tmp_path / "out" / "results.db"),
+                                                            "-o", str(tmp_path / "out" / "results.db"))
+    assert "cannot write to an empty file name" in fails(capsys, "report", str(results), "-o", "")
+    assert fifo.is_fifo() and results.read_bytes() == before
+
+
 @pytest.mark.parametrize("text, words", [
     ("device: pixel3\nmodel: {zoo: tiny_cnn\n", "invalid YAML"),
     ("device: pixel3\nmodel: {zoo: tiny_cnn}\ndelegates: [warp: {}]\n", "warp"),

@@ -89,6 +89,20 @@ def test_executor_flag_is_checked(capsys):
     assert "expected local, dask or dask=ADDRESS" in capsys.readouterr().err
 
 
+def test_workers_and_output_flags_are_checked(capsys):
+    """--workers beyond the cap would start that many LocalCluster processes (10**9 fills the memory);
+    an empty -o (an unset variable) would write the results into the current folder: both usage errors,
+    found by parsing alone."""
+    from runtime.cli.main import parse
+
+    for argv, said in ((["--workers", str(10**9), "--executor", "dask"], "argument --workers: must be at most"),
+                       (["--workers", "two"], "argument --workers: expected a whole number"),
+                       (["-o", ""], "argument -o/--output: expected a folder name")):
+        with pytest.raises(SystemExit) as exc:
+            parse(["run", "x.yaml", *argv])
+        assert exc.value.code == 2 and said in capsys.readouterr().err
+
+
 def test_dask_is_imported_only_when_asked_for(tmp_path):
     code = (f"import sys; from runtime.sweep.runner import run_file; run_file({str(write(tmp_path, SMALL))!r}, "
             f"{str(tmp_path / 'out')!r}); print(any(m.split('.')[0] in ('dask', 'distributed') for m in sys.modules))")

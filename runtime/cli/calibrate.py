@@ -18,6 +18,7 @@ from runtime.calibration.files import read_file
 from runtime.calibration.rows import MAX_ROWS, MeasurementError, Row, model_key
 from runtime.calibration.spread import Spread, spreads
 from runtime.ir.errors import TestbedError
+from runtime.ir.files import same_file
 from runtime.report.progress import Progress
 from sim.band import ErrorBand, render_error_band
 
@@ -131,10 +132,22 @@ def check_output(output: str | None) -> None:
         raise TestbedError(f"cannot write {output}: the folder {path.parent} is not writable")
 
 
+def check_not_an_input(output: str | None, measurements: Sequence[str], base: str) -> None:
+    """-o must not name a file the fit reads: a measurement file would be replaced by the profile, and the
+    base profile would name itself as its prior (and its prior values would be gone)."""
+    if output is None:
+        return
+    for what, path in [*(("measurement file", m) for m in measurements), ("--base profile", base)]:
+        if same_file(output, path):   # a shipped profile's name (--base pixel4) names no file here
+            raise TestbedError(f"cannot write {output}: it is the {what} {path}; give the fitted profile a "
+                               f"file name of its own")
+
+
 def cmd_calibrate(args, extra=None) -> int:
     if args.max_nfev < 1 or args.max_nfev > 10_000:
         raise CalibrationError(f"--max_nfev must be in 1..10000, got {args.max_nfev}")
     check_output(args.output)
+    check_not_an_input(args.output, args.measurements, args.base)
     prog = args.parser.prog
     if args.op_split:
         return _op_split(args, prog)

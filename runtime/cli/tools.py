@@ -12,11 +12,12 @@ import numpy as np
 
 from delegates.kinds import BUILTIN_KINDS
 from runtime.cli.benchmark import threads
-from runtime.cli.common import (add_delegate_budget_flag, add_device_flag, add_model_flags, cpp_float,
-                                delegate_kinds, delegate_tool_parser, echo_log, flag_default_notes,
+from runtime.cli.common import (add_delegate_budget_flag, add_device_flag, add_model_flags, check_writable,
+                                cpp_float, delegate_kinds, delegate_tool_parser, echo_log, flag_default_notes,
                                 gaussian_inputs, profile_from_flags, model_from_flags, parse_delegate_flags,
                                 scenario_default_notes, to_us, warn_refusals, write_atomic)
 from runtime.cli.profile_tables import Stat
+from runtime.ir.files import same_file
 from runtime.ir.errors import TestbedError
 from runtime.interpreter.api import Interpreter
 from runtime.limits import counts as limits
@@ -47,10 +48,29 @@ def _seconds(text: str) -> float:
 
 
 def _positive(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
+
+
+def _workers(text: str) -> int:
+    """dtb run --workers: at least 1 and at most limits.MAX_WORKERS (each a process of its own)."""
+    value = _positive(text)
+    if value > limits.MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"must be at most {limits.MAX_WORKERS} (each worker is a process of its "
+                                         f"own on this machine), got {value}")
+    return value
+
+
+def _output_folder(text: str) -> str:
+    """dtb run -o: a folder name; an empty one (an unset variable) would write into the current folder."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a folder name, got an empty one")
+    return text
 
 
 def _diff_runs_count(text: str) -> int:
@@ -344,6 +364,11 @@ def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
     from runtime.report.render import render, render_file
     from runtime.sweep.results_db import is_database, read_results
 
+    if args.output is not None:   # before reading: never renamed over a device, a folder or the input itself
+        check_writable(args.output)
+        if same_file(args.output, args.results):
+            raise TestbedError(f"cannot write {args.output}: it is the results file being rendered (-o would "
+                               f"replace it with the report)")
     if is_database(args.results):   # a run's results.db: the cells finished so far
         results, cells = read_results(args.results)
         try:
@@ -355,7 +380,7 @@ def cmd_report(args: argparse.Namespace, extra: list[str]) -> int:
                   file=sys.stderr)
     else:
         text = render_file(args.results, args.format)
-    if args.output:
+    if args.output is not None:
         write_atomic(args.output, text)
         print(f"wrote {args.output}")
     else:
@@ -382,7 +407,8 @@ def add_parsers(sub) -> None:
 
     sp = sub.add_parser("run")
     sp.add_argument("scenario", help="scenario .yaml")
-    sp.add_argument("-o", "--output", default="results", help="output directory (default: results)")
+    sp.add_argument("-o", "--output", type=_output_folder, default="results",
+                    help="output directory (default: results)")
     sp.add_argument("--allow-external-delegates", action="store_true",
                     help="let the scenario load delegates by module path (external: {path: ...}): that "
                          "imports and runs the code it names, so only for scenarios you trust")
@@ -401,8 +427,9 @@ def add_parsers(sub) -> None:
     sp.add_argument("--executor", type=executor_arg, default=("local", None), metavar="local|dask[=ADDRESS]",
                     help="local: the cells one after another here (default); dask: each cell a task on a Dask "
                          "LocalCluster (one process per core), or on the scheduler at ADDRESS")
-    sp.add_argument("--workers", type=_positive, default=None, metavar="N",
-                    help="worker processes of --executor dask's LocalCluster (default: one per core)")
+    sp.add_argument("--workers", type=_workers, default=None, metavar="N",
+                    help=f"worker processes of --executor dask's LocalCluster (default: one per core; at most "
+                         f"{limits.MAX_WORKERS})")
     sp.add_argument("--cell_timeout_secs", type=_seconds, default=None, metavar="SECONDS",
                     help="with --executor dask: stop the sweep when a cell runs longer than this on a worker "
                          "(default: no limit); the finished cells stay for --resume")

@@ -11,7 +11,7 @@ import os
 import stat
 from typing import IO
 
-__all__ = ["NotRegularFile", "open_regular", "read_bytes", "read_text", "special_kind"]
+__all__ = ["NotRegularFile", "open_regular", "read_bytes", "read_text", "same_file", "special_kind"]
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
@@ -67,3 +67,12 @@ def read_text(path: str | os.PathLike, encoding: str = "utf-8") -> str:
     """As Path.read_text (universal newlines), from a regular file only."""
     data = read_bytes(path).decode(encoding)
     return data.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether two paths name one existing file (an output about to replace an input); a missing one
+    (or a name that is no path, such as a shipped profile's) names no file."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __all__ = ["MAX_RUNS", "MAX_WARMUP", "MAX_STREAMS", "MAX_THREADS", "MAX_CELLS", "MAX_INFERENCES",
            "MAX_EXPANSION", "MAX_SEED", "MAX_QUEUE", "MAX_TRACE_FRAMES", "MAX_MONITOR_TICKS",
-           "MAX_CONFORMANCE_EXAMPLES"]
+           "MAX_CONFORMANCE_EXAMPLES", "MAX_WORKERS"]
 
 MAX_RUNS = 10_000            # runs.count, dtb benchmark --num_runs (benchmark_model's default is 50)
 MAX_WARMUP = 1_000           # runs.warmup, --warmup_runs
@@ -30,3 +30,7 @@ MAX_MONITOR_TICKS = 100_000  # duration_s / the monitor's tick (an hour at the p
 # and kept (about 6 KB each, over 119 pairs: 1,000 examples hold about 700 MB), so a typo's extra zeros
 # would fill the memory instead of running.
 MAX_CONFORMANCE_EXAMPLES = 1_000
+# dtb run --workers: worker processes of the LocalCluster `--executor dask` starts on this machine, each a
+# Python process of its own (about 150 MB once the simulator is imported), so a typo's extra zeros would
+# spawn processes until the machine gives out instead of running.
+MAX_WORKERS = 256
