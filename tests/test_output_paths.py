@@ -162,3 +162,17 @@ def test_the_api_cache_refuses_a_token_with_a_separator(tmp_path):
     assert not files_under(tmp_path)
     store(str(tmp_path / "c"), "fine", "gpu", graph)
     assert is_warm(str(tmp_path / "c"), "fine", "gpu", graph)
+
+
+def test_benchmark_refuses_one_file_for_both_outputs_and_threads_past_a_scenarios_bound(tmp_path, capsys):
+    """--output_json and --trace naming one file: one overwrote the other, silently. --num_threads 10**9
+    was taken, where a scenario's cpu.threads stops at 64."""
+    out = tmp_path / "b.json"
+    same = str(tmp_path / "x" / ".." / "b.json")
+    (tmp_path / "x").mkdir()
+    assert main(["benchmark", "--zoo", "tiny_cnn", "--timing_only", "--num_runs", "1",
+                 "--output_json", str(out), "--trace", same]) == 1
+    assert "--output_json and --trace both name" in capsys.readouterr().err and not out.exists()
+    with pytest.raises(SystemExit) as exc:
+        main(["benchmark", "--zoo", "tiny_cnn", "--num_threads", str(10**9)])
+    assert exc.value.code == 2 and "must be at most 64" in capsys.readouterr().err

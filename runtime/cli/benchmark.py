@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from runtime.cli.profile_tables import Stat, memory_lines, profile_nodes, profil
 from runtime.limits import counts as limits
 from runtime.cli.record import benchmark_record
 from runtime.ir.errors import TestbedError
+from runtime.ir.files import same_file
 from runtime.interpreter.api import Interpreter
 from runtime.measure.band import band_phrase, run_band, warning_text
 from runtime.measure.figures import measure
@@ -30,9 +32,12 @@ PROGRESS_DELAY_S = 2.0   # host seconds of runs before dtb benchmark shows its p
 
 
 def threads(text: str) -> int:
+    """--num_threads: -1 (all big cores) or 1 to limits.MAX_THREADS, a scenario's cpu.threads bound."""
     value = int(text)
     if value < 1 and value != -1:
         raise argparse.ArgumentTypeError("must be -1 (all big cores) or at least 1")
+    if value > limits.MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"must be at most {limits.MAX_THREADS}, as a scenario's cpu.threads")
     return value
 
 
@@ -207,8 +212,15 @@ def _prepare(args: argparse.Namespace, extra: list[str]):
     return profile, model, kinds, it, feed
 
 
+def _one_path(a: str, b: str) -> bool:
+    """Two output paths that name one file, whether or not it exists yet."""
+    return os.path.realpath(a) == os.path.realpath(b) or same_file(a, b)
+
+
 def cmd_benchmark(args: argparse.Namespace, extra: list[str]) -> int:
     check_writable(args.output_json, args.trace)
+    if args.output_json and args.trace and _one_path(args.output_json, args.trace):
+        raise TestbedError(f"--output_json and --trace both name {args.trace}: one would overwrite the other")
     profile, model, kinds, it, feed = _prepare(args, extra)
     simulation = it.simulation
     init_us = to_us(_init_seconds(simulation))
