@@ -41,12 +41,17 @@ def threads(text: str) -> int:
     return value
 
 
-def count_at_most(most: int, why: str):
-    """An argparse type: an integer in [0, most]."""
+def count_at_most(most: int, why: str, least: int = 0):
+    """An argparse type: an integer in [least, most] (least 0 or 1); `why` says where `most` comes from."""
     def count(text: str) -> int:
-        value = int(text)
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
         if value < 0:
             raise argparse.ArgumentTypeError("must be 0 or more")
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}")
         if value > most:
             raise argparse.ArgumentTypeError(f"must be at most {most} ({why}), got {value}")
         return value

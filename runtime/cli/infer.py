@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 from enum import Enum
 
@@ -99,20 +98,12 @@ def cmd_export(args, extra=None) -> int:
     return 0
 
 
-def _runs(text: str) -> int:
-    """--num_runs: at least one run (its outputs are summarised), at most limits.MAX_RUNS (each run
-    is real work on the host: 1e11 of them would never end)."""
-    value = count_at_most(limits.MAX_RUNS, "the testbed's limit of runs")(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
 def add_parsers(sub) -> None:
     sp = sub.add_parser("infer")
     add_model_flags(sp)
     sp.add_argument("--num_threads", type=threads, default=1)
-    sp.add_argument("--num_runs", type=_runs, default=1, help=f"at least 1, at most {limits.MAX_RUNS}")
+    sp.add_argument("--num_runs", type=count_at_most(limits.MAX_RUNS, "the testbed's limit of runs", least=1), default=1,
+                    help=f"at least 1, at most {limits.MAX_RUNS}")
     sp.add_argument("--seed", type=count_at_most(limits.MAX_SEED, "as a scenario's inputs.seed"),
                     default=0, help="seed of the generated inputs")
     sp.set_defaults(fn=cmd_infer, parser=sp)

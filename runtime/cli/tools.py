@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from delegates.kinds import BUILTIN_KINDS
-from runtime.cli.benchmark import threads
+from runtime.cli.benchmark import count_at_most, threads
 from runtime.cli.common import (add_delegate_budget_flag, add_device_flag, add_model_flags, check_writable,
                                 cpp_float, delegate_kinds, delegate_tool_parser, echo_log, flag_default_notes,
                                 gaussian_inputs, profile_from_flags, model_from_flags, parse_delegate_flags,
@@ -47,40 +47,11 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _workers(text: str) -> int:
-    """dtb run --workers: at least 1 and at most limits.MAX_WORKERS (each a process of its own)."""
-    value = _positive(text)
-    if value > limits.MAX_WORKERS:
-        raise argparse.ArgumentTypeError(f"must be at most {limits.MAX_WORKERS} (each worker is a process of its "
-                                         f"own on this machine), got {value}")
-    return value
-
-
 def _output_folder(text: str) -> str:
     """dtb run -o: a folder name; an empty one (an unset variable) would write into the current folder."""
     if not text:
         raise argparse.ArgumentTypeError("expected a folder name, got an empty one")
     return text
-
-
-def _diff_runs_count(text: str) -> int:
-    """inference-diff's --num_runs: at least 1 and, as benchmark's, at most limits.MAX_RUNS (both
-    interpreters keep every run's latency and trace; 1e11 runs would fill the memory for years)."""
-    value = _positive(text)
-    if value > limits.MAX_RUNS:
-        raise argparse.ArgumentTypeError(f"must be at most {limits.MAX_RUNS} (the testbed's limit: every run's "
-                                         f"latency and trace are kept), got {value}")
-    return value
 
 
 # -- inference-diff ------------------------------------------------------------------------------
@@ -396,7 +367,9 @@ def add_parsers(sub) -> None:
     add_model_flags(sp, file_aliases=("--model_file",))
     add_device_flag(sp)
     sp.add_argument("--delegate", default="", help="gpu, nnapi, hexagon or coreml (empty: the CPU)")
-    sp.add_argument("--num_runs", type=_diff_runs_count, default=50, help=f"at most {limits.MAX_RUNS}")
+    sp.add_argument("--num_runs", default=50, help=f"at most {limits.MAX_RUNS}",
+                    type=count_at_most(limits.MAX_RUNS, "the testbed's limit: every run's latency and trace are kept",
+                                       least=1))
     sp.add_argument("--num_interpreter_threads", type=threads, default=1)
     sp.set_defaults(fn=cmd_inference_diff, parser=sp)
 
@@ -427,7 +400,8 @@ def add_parsers(sub) -> None:
     sp.add_argument("--executor", type=executor_arg, default=("local", None), metavar="local|dask[=ADDRESS]",
                     help="local: the cells one after another here (default); dask: each cell a task on a Dask "
                          "LocalCluster (one process per core), or on the scheduler at ADDRESS")
-    sp.add_argument("--workers", type=_workers, default=None, metavar="N",
+    sp.add_argument("--workers", default=None, metavar="N",
+                    type=count_at_most(limits.MAX_WORKERS, "each worker is a process of its own on this machine", least=1),
                     help=f"worker processes of --executor dask's LocalCluster (default: one per core; at most "
                          f"{limits.MAX_WORKERS})")
     sp.add_argument("--cell_timeout_secs", type=_seconds, default=None, metavar="SECONDS",
