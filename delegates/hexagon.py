@@ -10,6 +10,7 @@ from delegates.builtin import BuiltinDelegate
 from runtime.ir.graph import DType, Graph, Op
 from runtime.ir.optypes import OpType
 from runtime.ir.options import Activation, Padding
+from sim.dsp import has_htp
 from sim.spec import UnitKind
 
 __all__ = ["HexagonDelegate", "HexagonOptions", "TABLE", "COMMON", "rule_table"]
@@ -242,6 +243,21 @@ TABLE: dict[OpType, tuple[Rule, ...]] = {
 }
 
 
+def _refusal(profile, dsps) -> str | None:
+    """Why the phone offers the delegate no DSP: none at all, or only a Hexagon Tensor Processor (v68
+    and later), which the delegate's hexagon_nn library does not run on: TFLite's Hexagon delegate guide
+    lists Hexagon 680, 682, 685 and 690 (Snapdragon 820-855); Qualcomm's QNN delegate replaced it."""
+    if dsps is None:
+        return None
+    if not dsps:
+        return f"Hexagon delegate: {profile.name} has no Hexagon DSP"
+    if all(has_htp(d) for d in dsps):
+        arch = dsps[0].extras.get("htp_arch")
+        return (f"Hexagon delegate: {profile.name}'s Hexagon is an HTP (v{int(arch)}), which the delegate's hexagon_nn "
+                f"library does not run on (Hexagon 680-690 only; the QNN delegate, --use_qnn, runs on it)")
+    return None
+
+
 def rule_table(options: HexagonOptions | None = None) -> dict[OpType, tuple[Rule, ...]]:
     return dict(TABLE)
 
@@ -261,8 +277,9 @@ class HexagonDelegate(BuiltinDelegate):
         self.allows_dynamic_tensors = self.config.enable_dynamic_batch_size
         dsps = list(profile.units_of(UnitKind.DSP)) if profile is not None else None
         self.unit_name = dsps[0].name if dsps else "dsp"
-        self.unavailable = _UNAVAILABLE if dsps == [] else None
-        self.platform_refusal = f"Hexagon delegate: {profile.name} has no Hexagon DSP" if dsps == [] else None
+        self.platform_refusal = _refusal(profile, dsps)
+        # TFLite's TfLiteHexagonDelegateCreate returns null on a phone it cannot run on: no op is taken
+        self.unavailable = _UNAVAILABLE if self.platform_refusal else None
 
     def _max_partitions(self) -> int:
         limit = self.config.max_delegated_partitions

@@ -18,9 +18,13 @@ REFUSED = {
     ("coreml", "pixel4"): "Core ML delegate: pixel4 is not an iOS device",
     ("nnapi", "iphone_xs"): "NNAPI delegate: iphone_xs is not an Android device",
     ("hexagon", "iphone_xs"): "Hexagon delegate: iphone_xs has no Hexagon DSP",
+    # the retired Hexagon delegate's hexagon_nn runs on Hexagon 680-690, not on today's tensor processors
+    ("hexagon", "galaxy_s24"): "Hexagon delegate: galaxy_s24's Hexagon is an HTP (v75), which the delegate's "
+                               "hexagon_nn library does not run on (Hexagon 680-690 only; the QNN delegate, "
+                               "--use_qnn, runs on it)",
 }
-AT_HOME = [("coreml", "iphone_xs"), ("nnapi", "pixel4"), ("hexagon", "pixel3"), ("gpu", "pixel4"),
-           ("gpu", "iphone_xs")]
+AT_HOME = [("coreml", "iphone_xs"), ("nnapi", "pixel4"), ("hexagon", "pixel3"), ("hexagon", "pixel4"),
+           ("gpu", "pixel4"), ("gpu", "iphone_xs"), ("qnn", "galaxy_s24")]
 
 
 @pytest.mark.parametrize("kind, phone", sorted(REFUSED))
