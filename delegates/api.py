@@ -143,6 +143,13 @@ class Delegate:
     When: set at construction, from the profile; read when it is applied.
     Default: None, the platform has it."""
 
+    warnings: tuple[str, ...] | list[str] = ()
+    """What the delegate said of its options when it was made: an option it caps (the Hexagon
+    delegate's partition limit), ignores (an NNAPI accelerator name before Android 10) or cannot use
+    (the QNN delegate's options of its other backend). TFLite logs these; the CLI prints each once.
+    When: set at construction; read by the CLI after the flags are parsed.
+    Default: none."""
+
     def __init__(self, options: DelegateOptions | None = None):
         self.options = options or DelegateOptions()
 

@@ -6,7 +6,9 @@ import contextlib
 import enum
 import importlib
 import inspect
+import math
 import os
+import re
 import sys
 import typing
 from typing import Any, Callable, Iterator, Mapping
@@ -57,7 +59,57 @@ def _enum(kind: type[enum.Enum], value: Any, where: str) -> enum.Enum:
         if found is not None:
             return found
     choices = ", ".join(f"{m.value} ({m.code})" if isinstance(m, CodedEnum) else str(m.value) for m in kind)
-    raise DelegateError(f"{where} must be one of {choices}, not {value!r}")
+    raise DelegateError(f"{where} must be one of {choices}, not {_shown(value)}")
+
+
+# Numbers as C's strtol / strtod read them: ASCII digits, an optional sign, point and exponent; not
+# Python's own spellings (1_000, non-ASCII digits), which the delegate libraries would not read.
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_FLOAT_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def _shown(value: Any) -> str:
+    """A value as a message shows it: a scenario's mapping as the dict it was written as."""
+    return repr(dict(value)) if isinstance(value, Mapping) else repr(value)
+
+
+def parse_int(value: Any, where: str) -> int:
+    """An integer option: an int, or its digits as text. A bool, a fraction or any float (which int()
+    would truncate: 8.7 -> 8, true -> 1) is refused, as is infinity or NaN."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    text = value.strip() if isinstance(value, str) else None
+    if text is None or not _INT_TEXT.fullmatch(text):
+        raise DelegateError(f"{where} must be int, not {_shown(value)}")
+    try:
+        return int(text)
+    except ValueError:  # more digits than Python converts
+        raise DelegateError(f"{where} must be int, not {len(text)} digits") from None
+
+
+def parse_float(value: Any, where: str) -> float:
+    """A finite number option: an int, a float or its text; NaN, infinities and numbers beyond a
+    float's range are refused."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise DelegateError(f"{where} must be float, not {_shown(value)}")
+    text = value.strip() if isinstance(value, str) else None
+    if text is not None and not _FLOAT_TEXT.fullmatch(text):
+        raise DelegateError(f"{where} must be float, not {value!r}")
+    try:
+        number = float(value if text is None else text)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise DelegateError(f"{where} must be a finite float, not {value!r:.40}")
+    return number
+
+
+def parse_text(value: Any, where: str) -> str:
+    """A text option: a string, or a number (a token of digits written as one); not null, a bool, a
+    list or a mapping, whose Python spelling would become the option's text."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise DelegateError(f"{where} must be text, not {_shown(value)}")
+    return str(value)
 
 
 def coerce(hint: Any, value: Any, where: str) -> Any:
@@ -66,6 +118,8 @@ def coerce(hint: Any, value: Any, where: str) -> Any:
     if value is None and type(None) in typing.get_args(hint):
         return None
     if typing.get_origin(hint) is tuple:
+        if not isinstance(value, (str, list, tuple)):
+            raise DelegateError(f"{where} must be a list (or text of comma-separated items), not {_shown(value)}")
         items = value.split(",") if isinstance(value, str) else list(value)
         return tuple(coerce(args[0], item, where) for item in items)
     if args:  # X | None
@@ -74,10 +128,15 @@ def coerce(hint: Any, value: Any, where: str) -> Any:
         return _enum(hint, value, where)
     if hint is bool:
         return parse_bool(value, where)
+    if hint in _PARSERS:
+        return _PARSERS[hint](value, where)
     try:
         return hint(value)
-    except (TypeError, ValueError):
-        raise DelegateError(f"{where} must be {hint.__name__}, not {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise DelegateError(f"{where} must be {hint.__name__}, not {_shown(value)}") from None
+
+
+_PARSERS: dict[type, Callable[[Any, str], Any]] = {int: parse_int, float: parse_float, str: parse_text}
 
 
 def parse_external_options(text: str) -> dict[str, str]:
@@ -85,9 +144,13 @@ def parse_external_options(text: str) -> dict[str, str]:
     options = {}
     for item in filter(None, (part.strip() for part in text.split(";"))):
         key, colon, value = item.partition(":")
+        key = key.strip()
         if not colon or not key:
             raise DelegateError(f"--external_delegate_options: '{item}' is not key:value")
-        options[key.strip()] = value.strip()
+        if key in options:   # the delegate would read one of the two values and drop the other
+            raise DelegateError(f"--external_delegate_options: '{key}' is given twice ({options[key]!r} and "
+                                f"{value.strip()!r}); give it once")
+        options[key] = value.strip()
     return options
 
 

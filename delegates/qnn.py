@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 from delegates import rulekit as rk
 from delegates.api import DelegateError, DelegateOptions, Rule, Support
 from delegates.builtin import BuiltinDelegate
-from delegates.external import CodedEnum, coerce
+from delegates.external import CodedEnum, coerce, parse_int
 from runtime.ir.graph import DType, Graph, Op
 from runtime.ir.optypes import OpType
 from runtime.ir.options import Activation
@@ -129,12 +129,26 @@ class QnnOptions:
     model_token: str = ""
 
     def __post_init__(self):
-        for name in ("htp_vtcm_size", "htp_num_hvx_threads", "htp_device_id"):
-            if getattr(self, name) < 0:
-                raise DelegateError(f"qnn option '{name}' must be >= 0, not {getattr(self, name)}")
+        for name in _COUNTS:
+            problem = count_problem(parse_int(getattr(self, name), f"qnn option '{name}'"))
+            if problem:
+                raise DelegateError(f"qnn option '{name}' {problem}")
 
 
 _HINTS = typing.get_type_hints(QnnOptions)
+# The options the C API keeps as uint32_t (QnnTFLiteDelegate.h: vtcm_size, num_hvx_threads, device_id).
+_COUNTS = tuple(name for name, hint in _HINTS.items() if hint is int)
+UINT32_MAX = 2**32 - 1
+
+
+def count_problem(value: int) -> str | None:
+    """Why a uint32_t option cannot take `value` (a huge one shown by its digit count), or None."""
+    if value < 0:
+        return f"must be >= 0, not {value}"
+    if value > UINT32_MAX:
+        shown = value if value < 10**30 else f"a number of {len(str(value))} digits"
+        return f"must be at most {UINT32_MAX} (a uint32_t in the QNN delegate's C API), not {shown}"
+    return None
 
 
 def options_from_strings(values: Mapping[str, Any], where: Callable[[str], str]) -> QnnOptions:
@@ -146,9 +160,24 @@ def options_from_strings(values: Mapping[str, Any], where: Callable[[str], str])
             raise DelegateError(f"{where(key)}: the QNN delegate has no option '{key}'; it takes "
                                 f"{', '.join(_HINTS)}")
         typed[key] = coerce(_HINTS[key], value, where(key))
-        if _HINTS[key] is int and typed[key] < 0:
-            raise DelegateError(f"{where(key)} must be >= 0, not {typed[key]}")
+        problem = count_problem(typed[key]) if key in _COUNTS else None
+        if problem:
+            raise DelegateError(f"{where(key)} {problem}")
     return QnnOptions(**typed)
+
+
+def other_backend_options(options: QnnOptions) -> list[str]:
+    """One warning per option of the other backend set away from its default (htp_* with backend_type
+    gpu, gpu_* with htp): the delegate reads only its backend's options, so it has no effect."""
+    other = "gpu_" if options.backend_type is QnnBackend.HTP else "htp_"
+    default = QnnOptions()
+    return [f"QNN delegate: {name} {_text(getattr(options, name))} has no effect with backend_type "
+            f"{options.backend_type.value} (it is an option of the {other[:-1].upper()} backend)"
+            for name in _HINTS if name.startswith(other) and getattr(options, name) != getattr(default, name)]
+
+
+def _text(value: Any) -> str:
+    return value.value if isinstance(value, enum.Enum) else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def is_qnn_library(path: str) -> bool:
@@ -308,13 +337,16 @@ class QnnDelegate(BuiltinDelegate):
     def __init__(self, options: QnnOptions | None = None, profile=None):
         super().__init__(DelegateOptions())
         self.config = options or QnnOptions()
+        self.warnings = other_backend_options(self.config)
         htp = self.config.backend_type is QnnBackend.HTP
         self.unit = "dsp" if htp else "gpu"
         units = (_htp_units(profile) if htp else list(profile.units_of(UnitKind.GPU))) if profile else None
-        self.unit_name = units[0].name if units else self.unit
-        self.platform_refusal = self._refusal(profile) if units == [] else None
+        index = self.config.htp_device_id if htp else 0
+        spec = units[index] if units and index < len(units) else None
+        self.unit_name = spec.name if spec is not None else self.unit
+        self.platform_refusal = (self._refusal(profile) if units == [] else
+                                 self._no_device(profile, len(units)) if units and spec is None else None)
         self._fp16 = htp and self.config.htp_precision is HtpPrecision.FP16
-        spec = units[0] if units else None
         self._common = (self._types_rule(spec),)
         # the graph rewrites are a mechanism of the HTP's profile (sim/htp.py): without it, as before
         self._fuses = htp and spec is not None and spec.mech.htp is not None
@@ -324,6 +356,10 @@ class QnnDelegate(BuiltinDelegate):
             return (f"QNN delegate: {profile.name} has no Qualcomm HTP (a Hexagon v{FIRST_HTP} or later NPU), "
                     f"so backend_type htp cannot open")
         return f"QNN delegate: {profile.name} has no GPU for backend_type gpu"
+
+    def _no_device(self, profile, count: int) -> str:
+        return (f"QNN delegate: {profile.name} has {count} HTP{'s' if count > 1 else ''} (htp_device_id 0"
+                f"{f' to {count - 1}' if count > 1 else ''}), so htp_device_id {self.config.htp_device_id} cannot open")
 
     def _types_rule(self, spec) -> Rule:
         if self.config.backend_type is QnnBackend.GPU:

@@ -18,7 +18,8 @@ from delegates.nnapi import ExecutionPreference, NnapiDelegate, NnapiOptions
 from delegates import qnn
 from delegates.qnn import QnnDelegate, QnnOptions
 
-__all__ = ["PROVIDERS", "Provider", "BUILTIN", "CLASSES", "make_delegate", "parse_flags", "flag_table", "is_builtin", "default_limits"]
+__all__ = ["PROVIDERS", "Provider", "BUILTIN", "CLASSES", "make_delegate", "parse_flags", "flag_table", "is_builtin", "default_limits",
+           "given_flags", "owner", "unused_flags"]
 
 
 def make_delegate(name: str, profile=None, **options: Any) -> Delegate:
@@ -50,8 +51,9 @@ _FLAGS: dict[str, tuple[type, Any]] = {
     "use_hexagon": (bool, False), "hexagon_profiling": (bool, False), "hexagon_lib_path": (str, ""),
     "use_coreml": (bool, False), "coreml_version": (int, 0),
     "use_qnn": (bool, False),
-    # --qnn_<key> for each of the QNN delegate's external-delegate keys; "" leaves its default
-    **{f"qnn_{name}": (str, "") for name in typing.get_type_hints(QnnOptions)},
+    # --qnn_<key> for each of the QNN delegate's external-delegate keys; "" leaves its default (a bare
+    # boolean one is true, as the other delegates' boolean flags)
+    **{f"qnn_{name}": (bool if hint is bool else str, "") for name, hint in typing.get_type_hints(QnnOptions).items()},
     "max_delegated_partitions": (int, 0), "min_nodes_per_partition": (int, 0),
     "delegate_serialize_dir": (str, ""), "delegate_serialize_token": (str, ""),
     "external_delegate_path": (str, ""), "external_delegate_options": (str, ""),
@@ -120,6 +122,35 @@ def parse_flags(argv: Sequence[str], profile=None) -> tuple[list[Delegate], list
         check_token(flags[name], f"--{name}")
     wanted = sorted((_rank(kind, flags), where[f], kind) for f, kind in _SWITCHES.items() if f in given and flags[f])
     return [_FROM_FLAGS[kind](flags, profile) for _, _, kind in wanted], rest
+
+
+def given_flags(argv: Sequence[str]) -> dict[str, Any]:
+    """The delegate flags argv gives, by name, read as parse_flags reads them."""
+    return _scan(argv)[0]
+
+
+def owner(flag: str) -> str:
+    """The delegate kind a flag belongs to: the first kind its name names (qnn_gpu_precision is QNN's,
+    disable_nnapi_cpu NNAPI's, external_delegate_options the external delegate's); "" for the flags
+    several delegates read (max_delegated_partitions, delegate_serialize_dir, ...)."""
+    kinds = {*(kind.value for kind in PROVIDERS), EXTERNAL}
+    return next((part for part in flag.split("_") if part in kinds), "")
+
+
+def unused_flags(argv: Sequence[str]) -> list[str]:
+    """One line per flag given for a delegate that the flags do not turn on (--qnn_htp_precision
+    without --use_qnn, --external_delegate_options without --external_delegate_path): it has no
+    effect, as in benchmark_model, but here it says so."""
+    given, _, _ = _scan(argv)
+    switch = {kind: flag for flag, kind in _SWITCHES.items()}
+    on = {kind for flag, kind in _SWITCHES.items() if given.get(flag)}
+    return [f"--{name} has no effect: {_off(switch[owner(name)])}"
+            for name in given if name not in _SWITCHES and owner(name) and owner(name) not in on]
+
+
+def _off(switch: str) -> str:
+    return "no --external_delegate_path names a delegate" if switch == "external_delegate_path" else \
+        f"--{switch} is not on"
 
 
 def _rank(kind: str, flags: Mapping[str, Any]) -> int:

@@ -532,3 +532,17 @@ def test_inference_diff_shows_its_runs_on_a_terminal_once_two_seconds_pass(capsy
     monkeypatch.setattr(progress, "_clock", lambda: next(ticks) * 1.0)   # a host second between runs
     assert run(capsys, *argv) == plain
     assert re.search(r"\b\d+/6 \[", tty.getvalue()) and "run" in tty.getvalue()
+
+
+@pytest.mark.parametrize("argv, warning", [
+    (["--device", "pixel3", "--use_hexagon", "--max_delegated_partitions=100"],
+     "dtb benchmark: warning: Hexagon delegate: cannot have this many 100 partitions, and will cap to at most 16 "
+     "partitions."),
+    (["--device", "pixel3", "--api_level", "28", "--use_nnapi", "--nnapi_accelerator_name=qti-dsp"],
+     "dtb benchmark: warning: accelerator_name 'qti-dsp' ignored: device selection needs Android API level 29"),
+    (["--device", "pixel4", "--gpu_backend=gl"], "dtb benchmark: warning: --gpu_backend has no effect: --use_gpu is not on"),
+])
+def test_a_delegate_option_that_changes_nothing_says_so(capsys, argv, warning):
+    """The delegates kept these warnings but nothing printed them: the option was dropped silently."""
+    assert main(["benchmark", "--zoo", "tiny_cnn", "--num_runs", "1", "--warmup_runs", "0", *argv]) == 0
+    assert warning in capsys.readouterr().err

@@ -99,6 +99,7 @@ DEFAULTS = {
     "Delegate.allows_dynamic_tensors": lambda a: (AddOnly().allows_dynamic_tensors, False),
     "Delegate.fp16_dequant_rule": lambda a: (AddOnly().fp16_dequant_rule, False),
     "Delegate.platform_refusal": lambda a: (AddOnly().platform_refusal, None),
+    "Delegate.warnings": lambda a: (AddOnly().warnings, ()),
     "Delegate.is_node_supported": lambda a: (Delegate().is_node_supported(a.graph.ops[0], a.graph),
                                              Support(False, "this delegate supports no op")),
     "Delegate.create_kernel": lambda a: (_raised(Delegate().create_kernel, a.partition), DelegateError),

@@ -104,6 +104,89 @@ def test_bad_options_give_one_error_naming_the_option(argv, message):
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["--use_qnn", "--qnn_htp_vtcm_size=" + "9" * 400],
+     "--qnn_htp_vtcm_size must be at most 4294967295 (a uint32_t in the QNN delegate's C API), not a number of 400 digits"),
+    (["--use_qnn", f"--qnn_htp_device_id={2**64}"], f"--qnn_htp_device_id must be at most 4294967295"),
+    ([QNN_LIB, "--external_delegate_options=backend_type:htp;htp_num_hvx_threads:4294967296"],
+     "'htp_num_hvx_threads' must be at most 4294967295"),
+    (["--use_qnn", "--qnn_htp_vtcm_size=1_0"], "--qnn_htp_vtcm_size must be int, not '1_0'"),
+])
+def test_integer_options_are_the_c_apis_uint32(argv, message):
+    """A 400-digit htp_vtcm_size was taken, and failed after delegation as 'TfLiteQnnDelegate
+    unit_scales failed: OverflowError'; 2**64 was taken though the C field is a uint32_t."""
+    with pytest.raises(DelegateError) as info:
+        parse_flags(argv, qualcomm())
+    assert message in str(info.value)
+    with pytest.raises(DelegateError, match="must be at most 4294967295"):
+        make_delegate("qnn", qualcomm(), htp_vtcm_size=10**400)
+    with pytest.raises(DelegateError, match="must be int, not inf"):
+        make_delegate("qnn", qualcomm(), htp_vtcm_size=float("inf"))
+    assert make_delegate("qnn", qualcomm(), htp_vtcm_size=2**32 - 1).config.htp_vtcm_size == 2**32 - 1
+
+
+def test_a_huge_vtcm_size_on_the_cli_is_one_error_before_delegation(capsys):
+    assert main(["benchmark", "--zoo", "tiny_cnn", "--device", HTP_PHONE, "--use_qnn",
+                 "--qnn_htp_vtcm_size=" + "9" * 400]) == 1
+    out, err = capsys.readouterr()
+    assert "nodes delegated" not in out and "unit_scales" not in err and "must be at most 4294967295" in err
+
+
+@pytest.mark.parametrize("options,warning", [
+    ({"backend_type": "gpu", "htp_precision": "quantized"},
+     "QNN delegate: htp_precision quantized has no effect with backend_type gpu (it is an option of the HTP backend)"),
+    ({"gpu_precision": "fp32"},
+     "QNN delegate: gpu_precision fp32 has no effect with backend_type htp (it is an option of the GPU backend)"),
+])
+def test_an_option_of_the_other_backend_warns(options, warning):
+    assert make_delegate("qnn", qualcomm(), **options).warnings == [warning]
+    assert make_delegate("qnn", qualcomm()).warnings == []
+
+
+def test_the_other_backends_options_warn_on_the_cli(capsys):
+    assert main(["benchmark", "--zoo", "tiny_cnn", "--device", HTP_PHONE, "--num_runs", "1", "--warmup_runs", "0",
+                 QNN_LIB, "--external_delegate_options=backend_type:gpu;htp_precision:0"]) == 0
+    assert ("dtb benchmark: warning: QNN delegate: htp_precision quantized has no effect with backend_type gpu"
+            in capsys.readouterr().err)
+
+
+def test_an_htp_device_id_the_phone_lacks_takes_no_op():
+    d = _only(["--use_qnn", "--qnn_htp_device_id=1"])
+    assert d.platform_refusal == ("QNN delegate: qualcomm_v75 has 1 HTP (htp_device_id 0), so htp_device_id 1 "
+                                  "cannot open")
+    assert _only(["--use_qnn", "--qnn_htp_device_id=0"]).platform_refusal is None
+
+
+def test_a_bare_boolean_qnn_flag_is_true():
+    """--qnn_profiling alone was refused with 'needs a value', unlike every other boolean flag."""
+    d = _only(["--use_qnn", "--qnn_profiling", "--qnn_htp_use_conv_hmx", "false"])
+    assert d.config.profiling is True and d.config.htp_use_conv_hmx is False
+
+
+def test_qnn_flags_without_use_qnn_warn_that_they_do_nothing(capsys):
+    assert main(["benchmark", "--zoo", "tiny_cnn", "--device", HTP_PHONE, "--num_runs", "1", "--warmup_runs", "0",
+                 "--qnn_backend_type=gpu", "--external_delegate_options=backend_type:htp"]) == 0
+    err = capsys.readouterr().err
+    assert "dtb benchmark: warning: --qnn_backend_type has no effect: --use_qnn is not on" in err
+    assert ("dtb benchmark: warning: --external_delegate_options has no effect: no --external_delegate_path names "
+            "a delegate") in err
+
+
+def test_help_groups_the_qnn_flags_under_qnn(capsys):
+    with pytest.raises(SystemExit):
+        main(["benchmark", "--help"])
+    out = capsys.readouterr().out
+    qnn = out[out.index("\nQNN:"):out.index("\nExternal delegate:")]
+    assert "--use_qnn" in qnn and "--qnn_gpu_precision" in qnn and "--qnn_profiling [BOOL]" in qnn
+    assert "--qnn_" not in out[out.index("\nGPU:"):out.index("\nHexagon:")]
+
+
+def test_inference_diff_refuses_delegate_qnn_with_use_qnn_false(capsys):
+    assert main(["inference-diff", "--zoo", "tiny_cnn", "--device", HTP_PHONE, "--delegate", "qnn",
+                 "--use_qnn=false", "--num_runs", "1"]) == 1
+    assert "--delegate qnn and --use_qnn=false contradict each other" in capsys.readouterr().err
+
+
 def test_a_bad_option_on_the_cli_exits_non_zero_without_a_traceback(capsys):
     assert main(["benchmark", "--zoo", "tiny_cnn", "--device", HTP_PHONE, "--use_qnn",
                  "--qnn_htp_precision=fp17"]) != 0

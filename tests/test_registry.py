@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -121,6 +122,25 @@ def test_external_options_format():
         parse_external_options("a:1;nocolon")
 
 
+def test_an_external_option_given_twice_is_refused_naming_it():
+    with pytest.raises(DelegateError, match=r"'backend_type' is given twice \('htp' and 'gpu'\)"):
+        parse_external_options("backend_type:htp;backend_type:gpu")
+    with pytest.raises(DelegateError, match="'a' is given twice"):
+        parse_external_options(" a :1; a:1")
+
+
+@pytest.mark.parametrize("value", ["1_0", "\u0663", " +4_2 "])
+def test_external_integer_options_take_ascii_digits_only(value):
+    with pytest.raises(DelegateError, match=re.escape(f"option 'threshold' must be int, not {value!r}")):
+        load_external(f"{EXTERNAL}:make", {"threshold": value})
+
+
+@pytest.mark.parametrize("value", ["nan", "1e309", "-inf", "1_0.5"])
+def test_external_float_options_are_finite_numbers(value):
+    with pytest.raises(DelegateError, match="option 'scale' must be"):
+        load_external(f"{EXTERNAL}:make", {"scale": value})
+
+
 # -- scenario names ---------------------------------------------------------------------------
 
 
@@ -143,6 +163,28 @@ def test_make_delegate_rejects_unknown_names_keys_and_values():
         make_delegate("gpu", None, colour="red")
     with pytest.raises(DelegateError, match="backend"):
         make_delegate("gpu", None, backend="vulkan")
+
+
+@pytest.mark.parametrize("kind, key, value", [
+    ("gpu", "max_delegated_partitions", float("inf")),
+    ("gpu", "max_delegated_partitions", 2.7), ("hexagon", "max_delegated_partitions", True),
+    ("nnapi", "max_number_delegated_partitions", 2.9), ("hexagon", "min_nodes_per_partition", "1_0"),
+])
+def test_an_integer_option_is_never_truncated_or_a_boolean(kind, key, value):
+    """A scenario's `.inf` raised OverflowError (a traceback); 2.7 became 2 and `true` 1."""
+    with pytest.raises(DelegateError, match=re.escape(f"{kind} option '{key}' must be int, not {value!r}")):
+        make_delegate(kind, android(), **{key: value})
+
+
+@pytest.mark.parametrize("value, shown", [(None, "None"), (["a"], "['a']"), ({"a": 1}, "{'a': 1}"), (True, "True")])
+def test_a_text_option_is_not_a_python_spelling(value, shown):
+    with pytest.raises(DelegateError, match=re.escape(f"must be text, not {shown}")):
+        make_delegate("qnn", None, library_path=value)
+
+
+def test_a_list_option_that_is_no_list_is_refused():
+    with pytest.raises(DelegateError, match="'priorities' must be a list"):
+        make_delegate("gpu", None, priorities=5)
 
 
 # -- factories from the current folder ----------------------------------------------------------------

@@ -290,3 +290,20 @@ def test_any_document_loads_or_raises_scenario_error(document):
         scenario_from_text(yaml.safe_dump(document), "fuzz.yaml")
     except ScenarioError as exc:
         assert str(exc).startswith("fuzz.yaml:")
+
+
+@pytest.mark.parametrize("options, message", [
+    ("{htp_vtcm_size: .inf}", "qnn option 'htp_vtcm_size' must be int, not inf"),
+    ("{htp_vtcm_size: 8.7}", "qnn option 'htp_vtcm_size' must be int, not 8.7"),
+    ("{htp_vtcm_size: true}", "qnn option 'htp_vtcm_size' must be int, not True"),
+    ("{library_path: null}", "qnn option 'library_path' must be text, not None"),
+])
+def test_a_delegate_option_of_the_wrong_kind_stops_dtb_run_in_one_line(tmp_path, capsys, options, message):
+    """`.inf` for an integer option was an OverflowError traceback; 8.7 ran as 8, true as 1 MB of VTCM."""
+    from runtime.cli.main import main
+
+    path = tmp_path / "qnn.yaml"
+    path.write_text(f"device: galaxy_s24\nmodel:\n  zoo: tiny_cnn\ndelegates:\n  - qnn: {options}\n")
+    assert main(["run", "--check", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

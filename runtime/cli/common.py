@@ -23,7 +23,8 @@ from runtime.model.loader import load_model
 
 __all__ = ["LoadedModel", "PROVIDER_NAMES", "QUANTIZATIONS", "add_delegate_budget_flag", "add_device_flag", "add_model_flags", "check_writable", "write_failed", "cpp_float",
            "delegate_budget", "delegate_budget_scope", "delegate_kinds", "flag_default_notes", "scenario_default_notes", "echo_log", "gaussian_inputs", "profile_from_flags", "model_from_flags", "parse_delegate_flags",
-           "to_us", "tflite_bool", "uniform_inputs", "warn_refusals", "write_atomic", "zoo_args_text"]
+           "to_us", "tflite_bool", "uniform_inputs", "warn_refusals", "with_delegate_flag", "write_atomic",
+           "zoo_args_text"]
 
 # DelegateProvider::GetName() of TFLite's providers (tflite/tools/delegates/*_delegate_provider.cc).
 PROVIDER_NAMES = {"gpu": "GPU", "nnapi": "NNAPI", "hexagon": "Hexagon", "coreml": "COREML", "qnn": "QNN",
@@ -83,7 +84,7 @@ def add_model_flags(sp: argparse.ArgumentParser, file_aliases: Sequence[str] = (
 
 # One argument group per delegate provider, as TFLite's registrar groups the flags (one provider per
 # tflite/tools/delegates/*_delegate_provider.cc); flags no provider owns go to every delegate.
-_PROVIDER_GROUPS = {"gpu": "GPU", "hexagon": "Hexagon", "nnapi": "NNAPI", "coreml": "Core ML",
+_PROVIDER_GROUPS = {"gpu": "GPU", "hexagon": "Hexagon", "nnapi": "NNAPI", "coreml": "Core ML", "qnn": "QNN",
                     "external": "External delegate", "": "Every delegate"}
 
 
@@ -144,8 +145,11 @@ _METAVARS = {bool: "BOOL", int: "N"}
 
 
 def _provider(flag: str) -> str:
-    """The provider owning a flag: the one its name names (use_gpu, nnapi_accelerator_name, ...)."""
-    return next((kind for kind in _PROVIDER_GROUPS if kind and kind in flag.split("_")), "")
+    """The provider owning a flag: the first one its name names (use_gpu, nnapi_accelerator_name,
+    qnn_gpu_precision is QNN's, ...)."""
+    from delegates.registry import owner
+
+    return owner(flag)
 
 
 def _add_delegate_flag_groups(sp: argparse.ArgumentParser) -> None:
@@ -153,7 +157,7 @@ def _add_delegate_flag_groups(sp: argparse.ArgumentParser) -> None:
 
     groups = {kind: sp.add_argument_group(title) for kind, title in _PROVIDER_GROUPS.items()}
     for name, kind, default, choices in flag_table():
-        shown = str(default).lower() if kind is bool else repr(default) if default == "" else default
+        shown = repr(default) if default == "" else str(default).lower() if kind is bool else default
         values = f"one of {', '.join(c for c in choices if c)}; " if choices else ""
         groups[_provider(name)].add_argument(
             f"--{name}", nargs="?" if kind is bool else None, default=argparse.SUPPRESS,
@@ -215,13 +219,38 @@ def profile_from_flags(name: str, api_level: int | None = None):
 
 def parse_delegate_flags(sp: argparse.ArgumentParser, extra: Sequence[str], profile) -> list:
     """TFLite's delegate flags among the arguments argparse left over; anything else is a usage error."""
-    from delegates.registry import parse_flags
+    from delegates.registry import parse_flags, unused_flags
 
     delegates, rest = parse_flags(list(extra), profile)
     if rest:
         sp.error(f"unrecognized arguments: {' '.join(rest)}")
     warn_refusals(sp.prog, [d.platform_refusal for d in delegates if d.platform_refusal])
+    warn_lines(sp.prog, [*unused_flags(extra), *delegate_warnings(delegates)])
     return delegates
+
+
+def with_delegate_flag(extra: Sequence[str], delegate: str) -> list[str]:
+    """The delegate flags with `--delegate NAME`'s --use_NAME added (the evaluation tools' flag); a
+    --use_NAME=false among them contradicts it and is refused rather than overridden."""
+    if not delegate:
+        return list(extra)
+    from delegates.registry import given_flags
+
+    if given_flags(extra).get(f"use_{delegate}") is False:
+        raise TestbedError(f"--delegate {delegate} and --use_{delegate}=false contradict each other; give one of them")
+    return [*extra, f"--use_{delegate}"]
+
+
+def delegate_warnings(delegates: Sequence) -> list[str]:
+    """What the delegates said of their options when created (a partition limit capped, an option
+    they cannot use): TFLite logs these as warnings, so an option that changes nothing says so."""
+    return [w for d in delegates for w in d.warnings if isinstance(w, str)]
+
+
+def warn_lines(prog: str, lines: Sequence[str]) -> None:
+    """One stderr warning line per message, each said once."""
+    for line in dict.fromkeys(lines):
+        print(f"{prog}: warning: {line}", file=sys.stderr)
 
 
 def warn_refusals(prog: str, refusals: Sequence[str]) -> None:

@@ -14,7 +14,7 @@ from delegates.kinds import BUILTIN_KINDS
 from runtime.cli.benchmark import PROGRESS_DELAY_S, threads
 from runtime.cli.common import (add_device_flag, add_model_flags, check_writable, cpp_float, delegate_tool_parser,
                                 echo_log, profile_from_flags, model_from_flags, parse_delegate_flags, to_us,
-                                write_atomic)
+                                with_delegate_flag, write_atomic)
 from runtime.evaluation.classification import (CROP_FRACTION, Normalization, Runner, Tally, Timing, check_finite,
                                                 check_preprocessing, image_size, input_spec, list_images,
                                                 preprocess, read_denylist, read_lines, select_images,
@@ -159,7 +159,7 @@ def _setup(args: argparse.Namespace, extra: list[str]) -> _Setup:
 
     check_writable(args.output_file_path)
     profile = profile_from_flags(args.device, args.api_level)
-    flags = list(extra) + ([f"--use_{args.delegate}"] if args.delegate else [])
+    flags = with_delegate_flag(extra, args.delegate)
     first = parse_delegate_flags(args.parser, flags, profile)  # usage errors and refusal warnings, once
     model = model_from_flags(args)
     graph, made = model.graph, [first]

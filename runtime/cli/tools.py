@@ -15,7 +15,7 @@ from runtime.cli.benchmark import count_at_most, threads
 from runtime.cli.common import (add_delegate_budget_flag, add_device_flag, add_model_flags, check_writable,
                                 cpp_float, delegate_kinds, delegate_tool_parser, echo_log, flag_default_notes,
                                 gaussian_inputs, profile_from_flags, model_from_flags, parse_delegate_flags,
-                                scenario_default_notes, to_us, warn_refusals, write_atomic)
+                                scenario_default_notes, to_us, warn_refusals, with_delegate_flag, write_atomic)
 from runtime.cli.profile_tables import Stat
 from runtime.ir.files import same_file
 from runtime.ir.errors import TestbedError
@@ -71,7 +71,7 @@ def _diff_interpreters(args, extra, profile, graph) -> tuple[Interpreter, Interp
     if args.delegate not in ("", *_KINDS):
         raise TestbedError(f"--delegate must be one of {', '.join(_KINDS)} (or empty for the CPU), "
                            f"not {args.delegate!r}")
-    flags = list(extra) + ([f"--use_{args.delegate}"] if args.delegate else [])
+    flags = with_delegate_flag(extra, args.delegate)
     delegates = parse_delegate_flags(args.parser, flags, profile)
     for t in graph.outputs:
         if graph.tensors[t].dtype.name not in _DIFF_ERROR + _DIFF_EXACT:
@@ -366,7 +366,8 @@ def add_parsers(sub) -> None:
     sp = delegate_tool_parser(sub, "inference-diff", allow_abbrev=False)
     add_model_flags(sp, file_aliases=("--model_file",))
     add_device_flag(sp)
-    sp.add_argument("--delegate", default="", help="gpu, nnapi, hexagon or coreml (empty: the CPU)")
+    sp.add_argument("--delegate", default="", help=f"{', '.join(BUILTIN_KINDS)} (empty: the CPU); the same as "
+                                                   f"--use_NAME")
     sp.add_argument("--num_runs", default=50, help=f"at most {limits.MAX_RUNS}",
                     type=count_at_most(limits.MAX_RUNS, "the testbed's limit: every run's latency and trace are kept",
                                        least=1))
