@@ -384,15 +384,17 @@ class QnnDelegate(BuiltinDelegate):
     def numeric_mode(self, graph: Graph, nodes=None) -> str:
         """HTP: each op in its tensors' types, as the plugin converts them: integer kernels for a
         quantized partition, float16 for a float one, both (mixed) where a quantized partition
-        holds float ops. GPU: gpu_precision's float16 (fp16, hybrid) or float32 (fp32,
-        user_provided of a float32 graph)."""
+        holds float ops, or bool masks (a comparison's output, which the HTP holds as QNN's
+        BOOL_8 and the integer kernels' mode does not). GPU: gpu_precision's float16 (fp16,
+        hybrid) or float32 (fp32, user_provided of a float32 graph)."""
         if self.config.backend_type is QnnBackend.GPU:
             fp32 = self.config.gpu_precision in (GpuPrecision.FP32, GpuPrecision.USER_PROVIDED)
             return "FLOAT32_VIEW" if fp32 else "FLOAT16"
         ops = [graph.ops[i] for i in (nodes if nodes is not None else range(len(graph.ops)))]
         floats = [nm.computes_in_float(op, graph) for op in ops]
         if not any(floats):
-            return "INTEGER"
+            # the HTP types (HTP_FP16 / HTP_QUANTIZED) take bool, the integer kernels do not
+            return "INTEGER" if all(rk.off_integer_path(op, graph) is None for op in ops) else "MIXED"
         quantized = any(not f and any(nm.is_quantized(graph.tensors[t]) for t in (*op.inputs, *op.outputs)
                                       if t >= 0 and not graph.tensors[t].is_constant)
                         for op, f in zip(ops, floats))

@@ -13,7 +13,8 @@ from runtime.ir.optypes import OpType
 from sim.cost import Precision
 
 __all__ = ["NumericMode", "float_view", "is_quantized", "to_mode", "from_mode", "round_fp16",
-           "fake_quant", "op_precision", "computes_in_float", "is_conversion", "settle", "is_index_op", "op_precision_on"]
+           "fake_quant", "op_precision", "computes_in_float", "is_conversion", "settle", "is_index_op", "moves_8bit",
+           "op_precision_on"]
 
 
 class NumericMode(enum.Enum):
@@ -204,6 +205,13 @@ def is_index_op(op: Op, graph: Graph) -> bool:
             and (op.type is OpType.SHAPE or all(t.dtype in _INDEX_TYPES for t in live)))
 
 
+def moves_8bit(op: Op, graph: Graph) -> bool:
+    """An op that computes in no float and writes 8-bit values: fixed-point work even where no
+    run-time input is 8-bit (a GATHER from a constant int8 table by int32 indices)."""
+    return (not computes_in_float(op, graph)
+            and any(graph.tensors[t].dtype in _EIGHT_BIT for t in op.outputs if t >= 0))
+
+
 def op_precision_on(op: Op, graph: Graph, mode: NumericMode, runs: Callable[[Precision], bool]) -> Precision:
     """op_precision on a unit that runs only the precisions `runs` accepts.
 
@@ -213,9 +221,11 @@ def op_precision_on(op: Op, graph: Graph, mode: NumericMode, runs: Callable[[Pre
     get op_precision unchanged: a unit without it is a placement error the caller reports, but for
     the QUANTIZE / DEQUANTIZE where a quantized model meets its float inputs and outputs: an
     integer-only accelerator that takes them (the QNN delegate's HTP, which AI Hub counts as NPU
-    layers) converts on its vector unit, charged on the same integer path."""
+    layers) converts on its vector unit, charged on the same integer path; and so is an op that
+    moves 8-bit values by int32 indices (moves_8bit), which op_precision, reading its run-time
+    inputs, would charge in float32."""
     precision = op_precision(op, graph, mode)
-    if runs(precision) or not (is_index_op(op, graph) or op.type in _EDGE_CONVERSIONS):
+    if runs(precision) or not (is_index_op(op, graph) or op.type in _EDGE_CONVERSIONS or moves_8bit(op, graph)):
         return precision
     return next((p for p in _INDEX_PATHS if runs(p)), precision)
 

@@ -342,6 +342,18 @@ def test_zero_point_outside_its_type(tmp_path):
     _rejected(tmp_path, bytes(data), "has zero point 2147483648, outside [-128, 127] for INT8")
 
 
+@pytest.mark.parametrize("fixture", ["op_conv_2d__same_s1_int8.tflite", "op_conv_2d__same_s1_per_tensor_int8.tflite"])
+def test_int8_conv_filter_with_a_nonzero_zero_point(tmp_path, fixture):
+    """Was run, its zero point ignored: LiteRT's conv.cc refuses it ('zero_point->data[i] != 0')."""
+    def edit(g):
+        w = g.ops[[o.type.name for o in g.ops].index("CONV_2D")].inputs[1]
+        return _with_tensor(g, w, quant=dataclasses.replace(g.tensors[w].quant,
+                                                            zero_point=(3,) * len(g.tensors[w].quant.scale)))
+
+    _rejected(tmp_path, _graph_edit(_fixture("quant", fixture), edit), "CONV_2D: input tensor #",
+              "has zero point 3; the kernel takes INT8 weights with zero point 0")
+
+
 @pytest.mark.parametrize("shape, pattern", [
     ((1, -4, 4, 2), "dimensions must be >= 0"),
     ((1,) * 40, "rank 40"),

@@ -20,7 +20,8 @@ from runtime.cli.main import main
 from runtime.conformance.kit import run_conformance
 from runtime.interpreter.api import Interpreter
 from runtime.interpreter.delegation import apply_delegates
-from runtime.ir.graph import DType, Graph, Op, Tensor
+from runtime.model import tflite_read
+from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
 from runtime.ir.optypes import OpType
 from runtime.ir.options import ArgMaxOptions
 from runtime.zoo import build
@@ -328,6 +329,50 @@ def test_a_quantized_model_with_a_float_tail_keeps_its_integer_ops_integer():
                 precisions.setdefault(iv.name, set()).add(dict(iv.args)["precision"])
     assert precisions == {"CONV_2D": {"int8"}, "QUANTIZE": {"int8"}, "ARG_MAX": {"float16"}}
     np.testing.assert_array_equal(outs[1], outs[0])   # integer ops exact; float16 keeps a clear argmax
+
+
+def _int8_mask_graph() -> Graph:
+    """An all-int8 graph whose LESS writes a bool mask that a SELECT_V2 reads: no float op anywhere."""
+    q = QuantParams((0.05,), (0,))
+    x, zero = Tensor("x", (1, 8, 8, 4), DType.INT8, q), Tensor("zero", (1,), DType.INT8, q, np.zeros(1, np.int8))
+    mask, y = Tensor("mask", (1, 8, 8, 4), DType.BOOL), Tensor("y", (1, 8, 8, 4), DType.INT8, q)
+    return Graph((x, zero, mask, y), (Op(OpType.LESS, (0, 1), (2,)), Op(OpType.SELECT_V2, (2, 1, 0), (3,))), (0,), (3,))
+
+
+@pytest.mark.parametrize("precision", [HtpPrecision.FP16, HtpPrecision.QUANTIZED])
+def test_an_int8_graph_with_a_bool_mask_runs_on_the_htp(precision):
+    """Was: the rules took the LESS (the HTP holds bool), then the partition ran in the integer
+    kernels' mode, which refuses bool: 'Node number 2 (TfLiteQnnDelegate) failed to prepare', and
+    dtb benchmark stopped with 'Failed to apply QNN delegate.' (text_mobilebert_int8.tflite with
+    htp_precision quantized too)."""
+    graph, phone = _int8_mask_graph(), load_profile(HTP_PHONE)
+    delegate = QnnDelegate(QnnOptions(htp_precision=precision), phone)
+    assert delegate.numeric_mode(graph) == "MIXED"
+    x = np.arange(-128, 128, dtype=np.int8).reshape(1, 8, 8, 4)
+    outs = []
+    for delegates in ([], [delegate]):
+        it = Interpreter(graph=graph, experimental_delegates=delegates, device=phone)
+        assert not [r.error for r in it.simulation.delegation.per_delegate if r.error]
+        it.allocate_tensors()
+        it.set_tensor(0, x)
+        it.invoke()
+        outs.append(it.get_tensor(3))
+    np.testing.assert_array_equal(outs[1], outs[0])
+    assert {iv.rail for iv in it.simulation.soc.trace.intervals if iv.name in ("LESS", "SELECT_V2")} == {"dsp"}
+
+
+def test_an_int8_gather_by_int32_indices_is_charged_on_the_integer_path():
+    """Was: 'dtb benchmark: error: op #0 GATHER: the dsp of galaxy_s24 has no float32 rate' for
+    text_cnn_int8.tflite on every HTP phone: a GATHER from a constant int8 table reads only int32
+    run-time indices, so it was charged in float32, a rate the HTP does not have."""
+    graph = tflite_read.load(Path(__file__).parent / "fixtures" / "tasks" / "text_cnn_int8.tflite")
+    assert graph.ops[0].type is OpType.GATHER
+    phone = load_profile("galaxy_s24")
+    it = Interpreter(graph=graph, experimental_delegates=[QnnDelegate(profile=phone)], device=phone, timing_only=True)
+    it.allocate_tensors()
+    it.invoke()
+    gather = [iv for iv in it.simulation.soc.trace.intervals if iv.name == "GATHER"]
+    assert gather and {(iv.rail, dict(iv.args)["precision"]) for iv in gather} == {("dsp", "int8")}
 
 
 def test_a_float_model_runs_in_float16_on_the_htp():

@@ -243,8 +243,9 @@ class OpCheck:
             not isinstance(options, (opt.AddOptions, opt.MulOptions))
             or options.fused_activation_function is opt.Activation.NONE)
 
-    def weights(self, k: int, channels: int, axis: int) -> None:
-        """8-bit weights: quantized per tensor or per channel along the output-channel axis."""
+    def weights(self, k: int, channels: int, axis: int, symmetric: bool = False) -> None:
+        """8-bit weights: quantized per tensor or per channel along the output-channel axis; with
+        `symmetric`, every zero point 0 (the kernel subtracts none)."""
         tensor = self.tensor(k)
         q = tensor.quant
         if q is None:
@@ -255,6 +256,9 @@ class OpCheck:
             raise self.fail(f"{self.name(k)} is quantized along dimension {q.axis}; the kernel needs {axis}")
         if not all(map(math.isfinite, q.scale)) or min(q.scale) < 0 or max(q.scale) > _SCALES[1]:
             raise self.fail(f"{self.name(k)} has a quantization scale that is negative, non-finite or above 2**100")
+        if symmetric and any(q.zero_point):
+            raise self.fail(f"{self.name(k)} has zero point {next(z for z in q.zero_point if z)}; the kernel takes "
+                            f"{tensor.dtype.name} weights with zero point 0")
 
 
 # -- geometry -------------------------------------------------------------------------------------
