@@ -26,12 +26,13 @@ from runtime.ir.options import Activation
 from sim import numerics as nm
 from sim.cost import Precision
 from sim.dsp import has_htp
-from sim.htp import FIRST_HTP
+from sim.htp import FIRST_HTP, Htp
 from sim.spec import UnitKind
 
 __all__ = ["QnnDelegate", "QnnOptions", "QnnBackend", "HtpPrecision", "HtpPerformanceMode", "HtpPerfCtrlStrategy",
            "HtpPdSession", "HtpOptimizationStrategy", "GpuPrecision", "GpuPerformanceMode", "LogLevel", "TABLE",
-           "LIBRARY", "is_qnn_library", "options_from_strings", "rule_table", "htp_fused_nodes", "htp_absorbed_nodes"]
+           "LIBRARY", "is_qnn_library", "options_from_strings", "rule_table", "htp_fused_nodes", "htp_absorbed_nodes",
+           "htp_inplace_concats"]
 
 # The library benchmark_model's --external_delegate_path names for this delegate.
 LIBRARY = "libQnnTFLiteDelegate.so"
@@ -410,10 +411,12 @@ class QnnDelegate(BuiltinDelegate):
 
     def absorbed_nodes(self, partition) -> frozenset[int]:
         """The activations the HTP's matrix unit applies in the output stage of the convolution before
-        them (htp_absorbed_nodes): no HVX pass of their own. Only where the partition is fused."""
+        them (htp_absorbed_nodes), and the concatenations whose inputs are written in place
+        (htp_inplace_concats): no pass of their own. Only where the partition is fused."""
         if not self._fuses:
             return frozenset()
-        return htp_absorbed_nodes(partition.graph, htp_fused_nodes(partition.graph, partition.nodes))
+        graph, nodes = partition.graph, partition.nodes
+        return htp_absorbed_nodes(graph, htp_fused_nodes(graph, nodes)) | htp_inplace_concats(graph, nodes)
 
     def unit_scales(self, unit):
         """A power-saver performance vote lowers the HTP's clock: the profile's powersave scales;
@@ -505,3 +508,38 @@ def htp_absorbed_nodes(graph: Graph, fused) -> frozenset[int]:
         if made_by is not None and graph.ops[made_by].type in _HMX_PRODUCERS:
             out.add(i)
     return frozenset(out)
+
+
+def htp_inplace_concats(graph: Graph, nodes) -> frozenset[int]:
+    """CONCATENATION nodes along the channels whose inputs the ops that make them write straight into
+    the output, so the concatenation itself moves no byte: each input is made by a node of the
+    partition and sits in no other concatenation, and each starts on a crouton boundary (the channels
+    before it a multiple of 32). Assumed from the layout (sim/htp.crouton_efficiency's sources): a
+    crouton holds 32 channels of one patch, so such an input is a run of whole croutons of the
+    output, which the graph's memory plan can place by address; an input on another boundary would
+    have to be shifted across croutons, a copy. Qualcomm's HTP design recommendations ask for channel
+    counts in multiples of 32 for this layout."""
+    made = {t for i in nodes for t in graph.ops[i].outputs}
+    concats = [i for i in nodes if graph.ops[i].type is OpType.CONCATENATION]
+    joined: dict[int, int] = {}
+    for i in concats:
+        for t in graph.ops[i].inputs:
+            joined[t] = joined.get(t, 0) + 1
+    return frozenset(i for i in concats if _on_channels(graph.ops[i], graph)
+                     and _croutons_in_place(graph.ops[i], graph, made, joined))
+
+
+def _on_channels(op: Op, graph: Graph) -> bool:
+    """A concatenation of NHWC activations along their channels, with no activation of its own."""
+    rank = len(graph.tensors[op.outputs[0]].shape)
+    return rank >= 3 and int(op.options.axis) % rank == rank - 1 \
+        and op.options.fused_activation_function is Activation.NONE
+
+
+def _croutons_in_place(op: Op, graph: Graph, made: set[int], joined: dict[int, int]) -> bool:
+    offset = 0
+    for t in op.inputs:
+        if t not in made or joined.get(t) != 1 or offset % Htp.depth_tile:
+            return False
+        offset += int(graph.tensors[t].shape[-1])
+    return True

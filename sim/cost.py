@@ -62,6 +62,7 @@ class Work:
     edge_bytes: int = 0                        # bytes of its tensors that cross its partition's boundary
     winograd_tiles: int = 0                    # 4x4 output tiles of a 3x3, stride-1, undilated convolution
     group_depth: int = 0                       # input channels per group of a grouped convolution (0: not grouped)
+    streamed_bytes: int = 0                    # activation bytes it passes to or takes from its plan neighbour alone
 
     @property
     def bytes(self) -> int:
@@ -210,7 +211,7 @@ def dram_bytes(work: Work, rates: Rates) -> int:
 def work_vtcm_split(work: Work, htp: hx.Htp) -> tuple[int, int]:
     """(DRAM bytes, VTCM bytes) of an op on an HTP (sim/htp.vtcm_split over its activations and weights)."""
     weights = min(work.weight_bytes, work.bytes)
-    return hx.vtcm_split(work.bytes - weights, work.edge_bytes, weights, htp.vtcm_bytes)
+    return hx.vtcm_split(work.bytes - weights, work.edge_bytes, weights, htp.vtcm_bytes, work.streamed_bytes)
 
 
 def memory_seconds(work: Work, rates: Rates, bandwidth: float | None = None) -> float:

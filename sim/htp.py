@@ -91,21 +91,31 @@ def hmx_efficiency(height: int, width: int, channels: int, reduction: int, block
     return out * reduction / _padded(reduction, depth)
 
 
-def vtcm_split(activation_bytes: int, edge_bytes: int, weight_bytes: int, vtcm_bytes: float) -> tuple[int, int]:
+def vtcm_split(activation_bytes: int, edge_bytes: int, weight_bytes: int, vtcm_bytes: float,
+               streamed_bytes: int = 0) -> tuple[int, int]:
     """(DRAM bytes, VTCM bytes) of one op inside a QNN graph: the graph's intermediate activations
     live in VTCM when the op's activations fit it, and spill to DRAM only by the share that does
     not fit; the graph's inputs and outputs (edge_bytes, shared buffers the CPU reads and writes)
     and the weights come from DRAM each inference. Source: Qualcomm AI Engine Direct's HTP docs
     (VTCM is the HTP's on-chip scratch memory its ops tile their tensors into; the QNN HTP
     backend's vtcm_mb option sets how much of it a graph gets) and the Hexagon SDK's VTCM
-    manager (HAP_vtcm_mgr.h); that weights are not kept across inferences is assumed."""
+    manager (HAP_vtcm_mgr.h); that weights are not kept across inferences is assumed.
+
+    streamed_bytes, the intermediates the op passes to or takes from the op next to it and to no
+    other, never spill, however large: the two ops run band by band of rows, each band in VTCM, so
+    the whole tensor never exists at once (depth-first tiling, as Arm's Vela cascades the ops of an
+    Ethos-U graph in stripes to keep their feature maps in SRAM: ethos-u-vela, cascade_builder.py;
+    that the HTP's graph preparation does the same is assumed: it is what lets AI Hub's UNet, with
+    52 MB activations a layer, run at its convolutions' MAC rate). Only the tensors held across
+    other ops (a skip connection, a tensor read twice) take the VTCM share that is left."""
     activation_bytes, edge_bytes = max(0, activation_bytes), max(0, edge_bytes)
     edge = min(edge_bytes, activation_bytes)
     inner = activation_bytes - edge
     if vtcm_bytes <= 0 or inner == 0:
         return activation_bytes + max(0, weight_bytes), 0
-    fits = min(1.0, vtcm_bytes / activation_bytes)
-    onchip = int(inner * fits)
+    streamed = min(max(0, streamed_bytes), inner)
+    fits = min(1.0, vtcm_bytes / max(1, activation_bytes - streamed))
+    onchip = streamed + int((inner - streamed) * fits)
     return activation_bytes - onchip + max(0, weight_bytes), onchip
 
 

@@ -12,7 +12,7 @@ from sim.cost import OpClass, Precision, Work, padded_channels
 # Element operations per output (exp, log, tanh, ...), shared with sim/work_seq.py and sim/work_misc.py.
 from sim.elem_ops import ELEM_OPS_PER_OUTPUT, EXP_OPS, LSTM_UNIT_OPS as _LSTM_UNIT_OPS
 
-__all__ = ["CLASSES", "DEFAULT_CLASS", "PRECISION_BYTES", "ELEM_OPS_PER_OUTPUT", "EXP_OPS",
+__all__ = ["BANDED", "CLASSES", "DEFAULT_CLASS", "PRECISION_BYTES", "ELEM_OPS_PER_OUTPUT", "EXP_OPS",
            "op_class", "describe", "tensor_bytes", "graph_tensor_bytes", "footprint", "stored_shapes"]
 
 Shape = tuple[int, ...]
@@ -94,6 +94,11 @@ _READS_AS_OUTPUT = frozenset({OpType.GATHER, OpType.SLICE, OpType.STRIDED_SLICE,
 def op_class(op_type: OpType) -> OpClass:
     """The op family that sets which fraction of peak a unit reaches; DEFAULT_CLASS when unknown."""
     return CLASSES.get(op_type, DEFAULT_CLASS)
+
+
+# Op classes that walk their output row by row, each row from a few rows of their input: a chain of them can
+# run band by band (sim/htp.vtcm_split's streamed bytes). A GEMM, a reduction or a data op needs its whole input.
+BANDED = frozenset({OpClass.CONV, OpClass.DEPTHWISE, OpClass.POOL, OpClass.ELEMENTWISE})
 
 
 def tensor_bytes(shape: Sequence[int], kind: Precision | DType, channel_align: int = 1) -> int:

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import yaml
 
-from delegates.qnn import QnnDelegate, QnnOptions, htp_absorbed_nodes, htp_fused_nodes
+from delegates.qnn import QnnDelegate, QnnOptions, htp_absorbed_nodes, htp_fused_nodes, htp_inplace_concats
 from runtime.interpreter.api import Interpreter
 from runtime.ir.errors import ProfileError
 from runtime.ir.optypes import OpType
-from runtime.ir.options import Activation, Padding
+from runtime.ir.options import Activation, ConcatenationOptions, Padding
 from runtime.zoo import layers as L
 from runtime.zoo.builder import GraphBuilder
 from sim import htp as hx
@@ -97,6 +97,16 @@ def test_vtcm_keeps_the_intermediates_that_fit_and_spills_the_rest():
     assert hx.vtcm_split(2000, 0, 0, 1000) == (1000, 1000)            # half fits: half spills
     assert hx.vtcm_split(2000, 0, 0, 500) == (1500, 500)
     assert hx.vtcm_split(100, 500, 0, 4096) == (100, 0)                # edge bytes never exceed the op's
+
+
+def test_intermediates_streamed_between_neighbours_never_spill():
+    # 10,000 activation bytes over 1,000 of VTCM, 8,000 of them passed to or from the op's neighbour:
+    # those stay on chip, and the 2,000 held bytes take the VTCM there is (half of them fit)
+    assert hx.vtcm_split(10_000, 0, 0, 1000, 8000) == (1000, 9000)
+    assert hx.vtcm_split(10_000, 0, 0, 1000, 0) == (9000, 1000)          # none streamed: as before
+    assert hx.vtcm_split(10_000, 0, 0, 1000, 10_000) == (0, 10_000)      # all of it streamed
+    assert hx.vtcm_split(10_000, 2000, 0, 1000, 10_000) == (2000, 8000)  # the partition's edges still cross
+    assert hx.vtcm_split(10_000, 0, 0, 0, 8000) == (10_000, 0)           # no VTCM: no streaming either
 
 
 def test_vtcm_memory_time_and_share():
@@ -285,13 +295,16 @@ def test_fused_ops_pay_no_dispatch_only_where_the_htp_has_its_mechanisms():
     assert all(iv.end - iv.start >= generic.dispatch_s for iv in plain)
 
 
-def _wide() -> tuple:
-    """Three 1x1 convolutions whose 96x96x64 intermediates (1.2 MB in float16) outgrow 1 MB of VTCM."""
+def _wide(skip: bool = False) -> tuple:
+    """Three 1x1 convolutions whose 96x96x64 intermediates (1.2 MB in float16) outgrow 1 MB of VTCM;
+    with `skip`, the first one's output is also added to the second's, so it is held across an op."""
     b = GraphBuilder("wide", 0)
     x = b.input("input", (1, 96, 96, 8))
-    for k, c in enumerate((64, 64, 8)):
-        x = L.conv(b, x, c, 1, 1, name=f"c{k}")
-    return b.build([x])
+    first = L.conv(b, x, 64, 1, 1, name="c0")
+    second = L.conv(b, first, 64, 1, 1, name="c1")
+    if skip:
+        second = b.op(OpType.ADD, [second, first], None, "skip")
+    return b.build([L.conv(b, second, 8, 1, 1, name="c2")])
 
 
 def _edges(graph, device) -> list:
@@ -331,12 +344,42 @@ def test_a_float_graph_pays_for_each_op_on_its_float32_image_before_the_first_co
     assert _edges(_normalised(), str(PLAIN_HTP)) == []    # an HTP without the mechanism
 
 
-def test_a_smaller_vtcm_share_sends_intermediates_to_dram():
-    graph = _wide()
+def test_a_smaller_vtcm_share_sends_held_intermediates_to_dram():
+    graph = _wide(skip=True)
     whole = _dsp_ops(graph, str(S24))
     small = _dsp_ops(graph, str(S24), htp_vtcm_size=1)
-    assert sum(iv.bytes for iv in small) > sum(iv.bytes for iv in whole) + MIB
+    assert sum(iv.bytes for iv in small) > sum(iv.bytes for iv in whole) + MIB // 4
     assert sum(iv.end - iv.start for iv in small) > sum(iv.end - iv.start for iv in whole)
+
+
+def test_a_chain_of_convolutions_runs_band_by_band_in_any_vtcm_share():
+    chain = _wide()
+    whole = _dsp_ops(chain, str(S24))
+    small = _dsp_ops(chain, str(S24), htp_vtcm_size=1)
+    assert [iv.bytes for iv in small] == [iv.bytes for iv in whole]   # each intermediate goes to its neighbour alone
+    streamed = _by_name(chain, small)["c0"]
+    held = _by_name(_wide(skip=True), _dsp_ops(_wide(skip=True), str(S24), htp_vtcm_size=1))["c0"]
+    assert streamed.bytes == 96 * 96 * 8 * 2 + (64 * 8 + 64) * 2   # its input and weights, nothing of its output
+    assert held.bytes > streamed.bytes + MIB // 8         # read by the next op and by the ADD after it: it spills
+    skip = _by_name(_wide(skip=True), _dsp_ops(_wide(skip=True), str(S24), htp_vtcm_size=1))["skip"]
+    assert skip.bytes > MIB // 16                         # the ADD linked into c1 reads that held tensor back
+
+
+def test_a_concatenation_of_whole_croutons_is_written_in_place():
+    b = GraphBuilder("concat", 0)
+    x = b.input("input", (1, 16, 16, 8))
+    left, right, odd = L.conv(b, x, 64, 1, 1, name="l"), L.conv(b, x, 32, 1, 1, name="r"), L.conv(b, x, 24, 1, 1, name="o")
+    aligned = b.op(OpType.CONCATENATION, [left, right], ConcatenationOptions(axis=3), "aligned")
+    shifted = b.op(OpType.CONCATENATION, [odd, L.conv(b, x, 32, 1, 1, name="p")], ConcatenationOptions(axis=-1), "shifted")
+    graph = b.build([aligned, shifted])
+    names = {graph.tensors[graph.ops[i].outputs[0]].name for i in htp_inplace_concats(graph, range(len(graph.ops)))}
+    assert names == {"aligned"}                         # 24 channels before the second input: not a crouton boundary
+    assert htp_inplace_concats(graph, [i for i, op in enumerate(graph.ops) if op.type is OpType.CONCATENATION]) == frozenset()
+    ops = _by_name(graph, _dsp_ops(graph, str(S24)))
+    assert ops["aligned"].end == ops["aligned"].start and ops["aligned"].bytes == 0
+    assert ops["shifted"].end > ops["shifted"].start    # a copy across croutons
+    plain = _by_name(graph, _dsp_ops(graph, str(PLAIN_HTP)))
+    assert plain["aligned"].end > plain["aligned"].start
 
 
 def test_a_float_model_takes_longer_on_the_htp_than_its_int8_twin():

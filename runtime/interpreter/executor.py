@@ -24,7 +24,7 @@ from sim.numerics import NumericMode, is_quantized, op_precision, op_precision_o
 from sim.soc import SoC
 from sim.trace import Kind
 from sim.unit import Scales, Tag, Unit
-from sim.work import describe, graph_tensor_bytes, tensor_bytes
+from sim.work import BANDED, describe, graph_tensor_bytes, op_class, tensor_bytes
 
 __all__ = ["Executor", "OpJob", "PartitionJob"]
 
@@ -121,6 +121,7 @@ class Executor:
         mode = hook_values.mode(step.delegate, step.kernel)
         graph, part = self.graph, step.partition
         ops = []
+        streamed = self._streamed(part)
         fused = hook_values.fused_nodes(step.delegate, part)
         absorbed = hook_values.absorbed_nodes(step.delegate, part)
         elsewhere = hook_values.node_units(step.delegate, part)
@@ -142,7 +143,11 @@ class Executor:
             # and which of its tensors cross the partition's boundary (sim/htp.vtcm_split)
             work = dataclasses.replace(work, weights_before=self._placed[runs_on.name],
                                        edge_bytes=self._edge_bytes(graph.ops[i], part, precision,
-                                                                   runs_on.channel_align))
+                                                                   runs_on.channel_align),
+                                       # a linked op reads only its side input, never streamed (_linked)
+                                       streamed_bytes=0 if i in fused else sum(
+                                           graph_tensor_bytes(graph, self.shapes, t, precision, runs_on.channel_align)
+                                           for t in streamed.get(i, ())))
             self._placed[runs_on.name] += work.weight_bytes
             ops.append(OpJob(i, work, self._args(i) + (("delegate", step.delegate.name),), own,
                               _scales(step, own) if own is not None else None))
@@ -193,6 +198,22 @@ class Executor:
         return sum(graph_tensor_bytes(self.graph, self.shapes, t, precision, align)
                    for t in (*op.inputs, *op.outputs)
                    if t >= 0 and t in edges and not self.graph.tensors[t].is_constant)
+
+    def _streamed(self, part) -> dict[int, list[int]]:
+        """Per node of the partition, the tensors it passes to the node after it in plan order, or takes
+        from the node before, that no other op reads and the app never sees, both nodes walking rows
+        (sim/work.BANDED): the pair can run band by band in an HTP's VTCM (sim/htp.vtcm_split)."""
+        graph, nodes = self.graph, [n for n in part.nodes if n not in self.folded]
+        readers, outputs = graph.consumers(), set(graph.outputs)
+        out: dict[int, list[int]] = {}
+        for a, b in zip(nodes, nodes[1:]):
+            if op_class(graph.ops[a].type) not in BANDED or op_class(graph.ops[b].type) not in BANDED:
+                continue
+            for t in graph.ops[a].outputs:
+                if t >= 0 and t not in outputs and readers.get(t) == [b]:
+                    out.setdefault(a, []).append(t)
+                    out.setdefault(b, []).append(t)
+        return out
 
     def _unit(self, step: DelegateStep, name: str) -> Unit:
         try:
