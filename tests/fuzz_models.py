@@ -519,16 +519,24 @@ def _check_message(out: Outcome, where: str, text: str, path: str) -> None:
         out.failures.append(f"message: {where}: does not name the file: {text!r}")
 
 
-_PHONE = []
+_PHONES: dict[str, object] = {}
+# The phone each delegate is tried on: the QNN delegate needs a Hexagon NPU (an HTP), the rest the Pixel 4.
+QNN_PHONE = "galaxy_s24"
 
 
-def _phone():
-    """The Pixel 4 profile, loaded once (profiles are immutable)."""
-    if not _PHONE:
+def _phone(delegate: str | None = None):
+    """The profile a case runs on, loaded once (profiles are immutable)."""
+    name = QNN_PHONE if delegate == "qnn" else "pixel4"
+    if name not in _PHONES:
         from sim.profile import load_profile
 
-        _PHONE.append(load_profile("pixel4"))
-    return _PHONE[0]
+        _PHONES[name] = load_profile(name)
+    return _PHONES[name]
+
+
+def cli_flags(delegate: str | None) -> tuple[str, ...]:
+    """dtb benchmark's flags for a case's delegate (none for the CPU or NNAPI: the CLI's own phone)."""
+    return {"gpu": ("--use_gpu",), "qnn": ("--use_qnn", "--device", QNN_PHONE)}.get(delegate or "", ())
 
 
 def run_api(out: Outcome, path: str, limit: int, simulated: bool, delegate: str | None = None) -> None:
@@ -540,7 +548,7 @@ def run_api(out: Outcome, path: str, limit: int, simulated: bool, delegate: str 
     try:
         if simulated:
             delegates = []
-            phone = _phone()
+            phone = _phone(delegate)
             if delegate:
                 from delegates.registry import make_delegate
 
@@ -635,8 +643,8 @@ def _baseline(source: Path, delegate: str, limit_mb: int) -> Outcome:
         Path(path).write_bytes(source.read_bytes())
         out = Outcome(f"baseline {source.name} {delegate}", [])
         run_api(out, path, limit_mb << 20, True, delegate)
-        if delegate == "gpu":
-            run_cli(out, path, limit_mb, ("--use_gpu",))
+        if cli_flags(delegate):
+            run_cli(out, path, limit_mb, cli_flags(delegate))
         _BASELINES[key] = out
     return _BASELINES[key]
 
@@ -686,19 +694,20 @@ def check_mutations(sources, ops: set[str], tmp, seed: int, cases: int) -> None:
 def run_case(data: bytes, path: str, name: str, steps: list[str], rng, limit_mb: int = LIMIT_MB,
              cli: bool = True, seconds: float = CASE_SECONDS, source: Path | None = None) -> Outcome:
     """Write the mutated bytes to `path` and run them through the API (plain, then timing-only on
-    a simulated phone, sometimes with the GPU delegate) and, with `cli`, `dtb benchmark`; each
-    path under the time bound and, when tracemalloc is on, its peak allocation measured."""
+    a simulated phone, sometimes with the GPU, NNAPI or QNN delegate, the QNN one on an HTP phone)
+    and, with `cli`, `dtb benchmark`; each path under the time bound and, when tracemalloc is on,
+    its peak allocation measured."""
     out = Outcome(name, steps)
     Path(path).write_bytes(data)
     limit = limit_mb << 20
     tracing = tracemalloc.is_tracing()
     start = time.perf_counter()
-    delegate = rng.choice([None, None, "gpu", "nnapi"])
+    delegate = rng.choice([None, None, "gpu", "nnapi", "qnn"])
     try:
         with time_bound(seconds):
             runs = [lambda: run_api(out, path, limit, False), lambda: run_api(out, path, limit, True, delegate)]
             if cli:
-                runs.append(lambda: run_cli(out, path, limit_mb, ("--use_gpu",) if delegate == "gpu" else ()))
+                runs.append(lambda: run_cli(out, path, limit_mb, cli_flags(delegate)))
             for run in runs:
                 if tracing:
                     base = tracemalloc.get_traced_memory()[0]

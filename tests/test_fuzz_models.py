@@ -21,10 +21,11 @@ from hypothesis import strategies as st
 
 from runtime.model import tflite_read as tflite_io
 from runtime.ir.errors import ModelError
-from runtime.ir.graph import Tensor
+from runtime.ir.graph import DType, Tensor
 from runtime.interpreter.api import Interpreter
 from runtime.ir.options import Pool2DOptions
 from runtime.model.tflite_write import dumps
+from runtime.cli import main as cli
 from tests import fuzz_models as fm
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -601,3 +602,29 @@ def test_nan_outputs_keep_output_json_strict(tmp_path, capsys):
 
     diff = json.loads(record.read_text(), parse_constant=bare)["output_diff"]
     assert diff[0]["avg_error"] is None and diff[0]["max"] is None
+
+
+def test_a_timing_only_read_of_a_huge_declared_output_stays_within_the_memory_limit(tmp_path):
+    """Was MemoryError (24 GiB of zeros) from get_tensor after a timing-only invoke: the fuzzer set a
+    dynamic RESHAPE's declared output to 2**31 - 1 rows, which a timing-only plan never computes."""
+    graph = tflite_io.loads(_fixture("ops", "shape__dynamic_reshape.tflite"))
+    out = graph.outputs[0]
+    shape = list(graph.tensors[out].shape)
+    shape[1] = 2**31 - 1
+    path = tmp_path / "huge_output.tflite"
+    path.write_bytes(dumps(_with_tensor(graph, out, shape=tuple(shape))))
+    it = Interpreter(model_path=str(path), timing_only=True, device="pixel4", memory_limit=256 << 20)
+    it.allocate_tensors()
+    it.invoke()
+    with pytest.raises(ModelError, match=r"needs 24\.0 GiB to read back .* above what the memory limit of 256\.0 MiB"):
+        it.get_tensor(out)
+
+
+def test_benchmark_names_the_file_whose_input_it_cannot_fill(tmp_path, capsys):
+    """Was one line without the file: the fuzzer turned an input's type into INT16."""
+    graph = tflite_io.loads(_fixture("ops", "cast__i32_input.tflite"))
+    path = tmp_path / "int16_input.tflite"
+    path.write_bytes(dumps(_with_tensor(graph, graph.inputs[0], dtype=DType.INT16)))
+    assert cli.main(["benchmark", "--graph", str(path), "--num_runs", "1"]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"dtb benchmark: error: {path}: benchmark fills inputs of types") and "is INT16" in line

@@ -340,7 +340,7 @@ def _check_input_types(graph: Graph, allowed: Sequence[str], tool: str) -> None:
     for t in graph.inputs:
         dtype = graph.tensors[t].dtype.name
         if dtype not in allowed:
-            raise TestbedError(f"{tool} fills inputs of types {', '.join(allowed)}; input "
+            raise TestbedError(f"{graph.label}: {tool} fills inputs of types {', '.join(allowed)}; input "
                                f"'{graph.tensors[t].name}' is {dtype}")
 
 

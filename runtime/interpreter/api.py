@@ -17,6 +17,7 @@ from runtime.model import tflite_read as tflite_io
 from runtime.interpreter.plan import build_plan, delegated_ops, precheck, split_constant
 from runtime.ops import opcheck
 from runtime.ir.graph import Graph, Tensor
+from runtime.ir.errors import ModelError
 from runtime.interpreter.model_state import ModelState
 from runtime.ops import Node
 from runtime.ops.parallel import set_num_threads
@@ -361,8 +362,20 @@ class Interpreter:
         t = self._check_index(tensor_index)
         values = self._allocated()
         if values[t] is None:
-            return np.zeros(self._shapes[t], self._graph.tensors[t].dtype.np)
+            return self._zeros(t)
         return np.array(values[t], copy=True)
+
+    def _zeros(self, t: int) -> np.ndarray:
+        """A tensor a timing-only run never computed, read back as zeros of its shape: within the
+        memory limit like anything else the interpreter allocates (a declared shape of 2**31 rows
+        would otherwise ask the host for gigabytes)."""
+        dtype = self._graph.tensors[t].dtype.np
+        need = memory.array_bytes(self._shapes[t], dtype.itemsize)
+        if need > self._limit - self._need.total:
+            raise ModelError(f"{self._graph.label}: {self._graph.describe_tensor(t)} needs {memory.format_bytes(need)} "
+                             f"to read back (a timing-only run computes no values: zeros), above what the memory "
+                             f"limit of {memory.format_bytes(self._limit)} leaves")
+        return np.zeros(self._shapes[t], dtype)
 
     def tensor(self, tensor_index: int):
         t = self._check_index(tensor_index)
