@@ -63,6 +63,8 @@ def dequantize_array(x: np.ndarray, tensor: Tensor) -> np.ndarray:
         shape = [1] * x.ndim
         shape[q.axis] = -1
         scale, zero = scale.reshape(shape), zero.reshape(shape)
+    else:   # one scale: a scalar, so a 0-d tensor stays 0-d (a (1,) array would broadcast it to (1,))
+        scale, zero = scale[0], zero[0]
     return ((x.astype(np.float32) - zero) * scale).astype(np.float32)
 
 

@@ -26,6 +26,8 @@ from runtime.interpreter.api import Interpreter
 from runtime.ir.options import Pool2DOptions
 from runtime.model.tflite_write import dumps
 from runtime.cli import main as cli
+from delegates.registry import make_delegate
+from sim.profile import load_profile
 from tests import fuzz_models as fm
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -628,3 +630,21 @@ def test_benchmark_names_the_file_whose_input_it_cannot_fill(tmp_path, capsys):
     assert cli.main(["benchmark", "--graph", str(path), "--num_runs", "1"]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"dtb benchmark: error: {path}: benchmark fills inputs of types") and "is INT16" in line
+
+
+def test_a_scalar_int8_tensor_through_the_gpu_delegate_stays_a_scalar(tmp_path, capsys):
+    """Was 'TfLiteGpuDelegateV2 returned a int8 array of shape [1] ...; expected ... shape []': the
+    float view dequantized a 0-d int8 value by a (1,)-shaped scale (the fuzzer made both of a
+    LEAKY_RELU's tensors scalars)."""
+    graph = tflite_io.loads(_fixture("quant", "op_leaky_relu__a0p2_int8.tflite"))
+    for t in (graph.inputs[0], graph.outputs[0]):
+        graph = _with_tensor(graph, t, shape=())
+    path = tmp_path / "scalar.tflite"
+    path.write_bytes(dumps(graph))
+    assert cli.main(["benchmark", "--graph", str(path), "--num_runs", "1", "--use_gpu"]) == 0
+    it = Interpreter(model_path=str(path), device="pixel4",
+                     experimental_delegates=[make_delegate("gpu", load_profile("pixel4"))])
+    it.allocate_tensors()
+    it.set_tensor(graph.inputs[0], np.array(-50, np.int8))
+    it.invoke()
+    assert it.get_tensor(graph.outputs[0]).shape == ()
