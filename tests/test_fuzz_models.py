@@ -648,3 +648,29 @@ def test_a_scalar_int8_tensor_through_the_gpu_delegate_stays_a_scalar(tmp_path, 
     it.set_tensor(graph.inputs[0], np.array(-50, np.int8))
     it.invoke()
     assert it.get_tensor(graph.outputs[0]).shape == ()
+
+
+def test_an_8bit_mean_over_an_empty_axis_is_refused_before_it_runs(tmp_path):
+    """Was a kernel's ValueError ('negative shift count') while running: the fuzzer set the channel
+    axis a MEAN reduces to 0, and LiteRT's integer mean divides by the element count."""
+    graph = tflite_io.loads(_fixture("quant", "op_mean__channels_int8.tflite"))
+    x = graph.inputs[0]
+    data = dumps(_with_tensor(graph, x, shape=(*graph.tensors[x].shape[:3], 0)))
+    _rejected(tmp_path, data, "op #0 MEAN", "an 8-bit mean over an empty axis has no element to divide by")
+
+
+def test_a_fully_connected_input_whose_rows_are_not_whole_images_runs(tmp_path):
+    """Was 'range() arg 3 must not be zero': an input of 64 x 3 values read as 16 rows of 12 was split
+    into 64 images of no row each. LiteRT reads it as 16 rows, as here."""
+    graph = tflite_io.loads(_fixture("ops", "fully_connected__2d_bias.tflite"))
+    graph = _with_tensor(graph, graph.inputs[0], shape=(64, 3))
+    graph = _with_tensor(graph, graph.outputs[0], shape=(16, 7))
+    path = tmp_path / "rows.tflite"
+    path.write_bytes(dumps(graph))
+    x = np.random.default_rng(0).standard_normal((64, 3)).astype(np.float32)
+    it = Interpreter(model_path=str(path))
+    it.allocate_tensors()
+    it.set_tensor(graph.inputs[0], x)
+    it.invoke()
+    w, b = graph.tensors[graph.ops[0].inputs[1]].data, graph.tensors[graph.ops[0].inputs[2]].data
+    np.testing.assert_allclose(it.get_tensor(graph.outputs[0]), x.reshape(16, 12) @ w.T + b, rtol=1e-5, atol=1e-5)

@@ -39,7 +39,7 @@ def _sums(node: Node, rows: np.ndarray, wt: np.ndarray, images: int) -> np.ndarr
     so a batch gets the bits of one by one. A small Python loop over images; BLAS does the rest."""
     if in_dynamic_range_model(node.graph):  # an ulp feeding run-time quantization matters
         return ordered_matmul(rows, wt)
-    if images == 1:
+    if images <= 1 or len(rows) % images:   # one image, or rows that are not whole images: one block
         return rows @ wt
     out = np.empty((len(rows), wt.shape[1]), np.result_type(rows, wt))
     step = len(rows) // images

@@ -260,6 +260,9 @@ def reduce(c: OpCheck):
     if c.op.type in (OpType.REDUCE_MAX, OpType.REDUCE_MIN) and any(x[a] == 0 for a in picked):
         raise c.fail(f"{c.name(0)} has shape {fmt(x)}; cannot take a maximum or minimum over an empty axis")
     if c.eight_bit:
+        if c.op.type is OpType.MEAN and any(x[a] == 0 for a in picked):   # LiteRT's integer mean divides by 0
+            raise c.fail(f"{c.name(0)} has shape {fmt(x)}; an 8-bit mean over an empty axis has no element to "
+                         f"divide by")
         c.quantized(0, "out")
     if c.opts.keep_dims:
         return [tuple(1 if a in picked else d for a, d in enumerate(x))]
