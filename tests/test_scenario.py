@@ -307,3 +307,21 @@ def test_a_delegate_option_of_the_wrong_kind_stops_dtb_run_in_one_line(tmp_path,
     assert main(["run", "--check", str(path)]) == 1
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_dtb_run_says_once_what_a_delegate_said_of_its_options(tmp_path, capsys):
+    """An option of the QNN backend not in use changes nothing: dtb benchmark warned, dtb run kept quiet."""
+    import json
+
+    from runtime.cli.main import main
+
+    path = tmp_path / "qnn.yaml"
+    path.write_text("device: galaxy_s24\nmodel:\n  zoo: tiny_cnn\n  args: {resolution: 16}\ntiming_only: true\n"
+                    "runs: {warmup: 0, count: 1}\nmatrix:\n  cpu.threads: [1, 2]\n"
+                    "delegates:\n  - qnn: {backend_type: gpu, htp_precision: quantized}\n")
+    assert main(["run", str(path), "-o", str(tmp_path / "out")]) == 0
+    said = "QNN delegate: htp_precision quantized has no effect with backend_type gpu"
+    warned = [line for line in capsys.readouterr().err.splitlines() if said in line]
+    assert len(warned) == 1 and warned[0].startswith("dtb run: warning: ")   # two cells, said once
+    records = json.loads((tmp_path / "out" / "results.json").read_text())["records"]
+    assert all(any(said in w for w in r["delegate_warnings"]) for r in records) and len(records) == 2

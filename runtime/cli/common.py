@@ -23,7 +23,7 @@ from runtime.model.loader import load_model
 
 __all__ = ["LoadedModel", "PROVIDER_NAMES", "QUANTIZATIONS", "add_delegate_budget_flag", "add_device_flag", "add_model_flags", "check_writable", "write_failed", "cpp_float",
            "delegate_budget", "delegate_budget_scope", "delegate_kinds", "flag_default_notes", "scenario_default_notes", "echo_log", "gaussian_inputs", "profile_from_flags", "model_from_flags", "parse_delegate_flags",
-           "to_us", "tflite_bool", "uniform_inputs", "warn_refusals", "with_delegate_flag", "write_atomic",
+           "to_us", "tflite_bool", "uniform_inputs", "warn_lines", "warn_refusals", "with_delegate_flag", "write_atomic",
            "zoo_args_text"]
 
 # DelegateProvider::GetName() of TFLite's providers (tflite/tools/delegates/*_delegate_provider.cc).

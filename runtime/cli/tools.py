@@ -15,7 +15,8 @@ from runtime.cli.benchmark import count_at_most, threads
 from runtime.cli.common import (add_delegate_budget_flag, add_device_flag, add_model_flags, check_writable,
                                 cpp_float, delegate_kinds, delegate_tool_parser, echo_log, flag_default_notes,
                                 gaussian_inputs, profile_from_flags, model_from_flags, parse_delegate_flags,
-                                scenario_default_notes, to_us, warn_refusals, with_delegate_flag, write_atomic)
+                                scenario_default_notes, to_us, warn_lines, warn_refusals, with_delegate_flag,
+                                write_atomic)
 from runtime.cli.profile_tables import Stat
 from runtime.ir.files import same_file
 from runtime.ir.errors import TestbedError
@@ -299,6 +300,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
         if main:
             signal.signal(signal.SIGTERM, previous)
     warn_refusals(prog, [r["platform_refusal"] for r in results["records"] if r.get("platform_refusal")])
+    warn_lines(prog, [w for r in results["records"] for w in r.get("delegate_warnings") or ()])
     for note in scenario_default_notes(results["records"]):
         print(f"{prog}: note: {note}", file=sys.stderr)
     for rec in results["records"]:   # a figure extrapolated beyond the phone's fitted rows says so

@@ -69,6 +69,7 @@ class DelegateReport:
     declined: tuple[UnsupportedOp, ...] = ()
     error: str = ""
     platform_refusal: str = ""   # the phone offers none of this delegate (Delegate.platform_refusal)
+    warnings: tuple[str, ...] = ()   # what it said of its options when made (Delegate.warnings)
     max_delegated_partitions: int = 0   # the limits it was cut with (its DelegateOptions; <= 0: none)
     min_nodes_per_partition: int = 0
     over_limit: int = 0                 # supported nodes left out by max_delegated_partitions alone
@@ -129,7 +130,7 @@ def apply_delegates(graph: Graph, delegates: Sequence[Delegate], dynamic: Collec
         if blocked is not None:
             log.append(STATIC_ONLY.format(blocked))
             reports.append(DelegateReport(delegate.name, 0, len(plan), 0, error=log[-1],
-                                          platform_refusal=_refusal(delegate)))
+                                          platform_refusal=_refusal(delegate), warnings=_warnings(delegate)))
             continue
         try:
             _check(delegate)
@@ -174,7 +175,7 @@ def _apply_one(graph: Graph, plan: Plan, delegate: Delegate, log: list[str],
     over = sum(len(s.nodes) for s in preview if s.delegated and id(s) not in kept
                and len(s.nodes) >= options.min_nodes_per_partition)
     report = DelegateReport(delegate.name, len(selected), len(plan), len(created), refused, declined,
-                            platform_refusal=_refusal(delegate),
+                            platform_refusal=_refusal(delegate), warnings=_warnings(delegate),
                             max_delegated_partitions=options.max_delegated_partitions,
                             min_nodes_per_partition=options.min_nodes_per_partition, over_limit=over)
     return new_plan, report
@@ -183,6 +184,12 @@ def _apply_one(graph: Graph, plan: Plan, delegate: Delegate, log: list[str],
 def _refusal(delegate: Delegate) -> str:
     refusal = delegate.platform_refusal
     return refusal if isinstance(refusal, str) else ""
+
+
+def _warnings(delegate: Delegate) -> tuple[str, ...]:
+    """Delegate.warnings, the lines that are text (a record carries them; they change no plan)."""
+    said = delegate.warnings
+    return tuple(w for w in said if isinstance(w, str)) if isinstance(said, (list, tuple)) else ()
 
 
 def _watched(delegate: Delegate, what: str, body):

@@ -116,6 +116,8 @@ def record_fields(m, delegation, kinds: Sequence[str], graph: Graph, nonfinite: 
         # a delegate on a phone that has none of it takes no op: the record says why (None: no such delegate)
         "platform_refusal": "; ".join(r.platform_refusal for r in delegation.per_delegate if r.platform_refusal)
                             or None,
+        # what the delegates said of their options (an option of the QNN backend not in use, a capped limit)
+        "delegate_warnings": list(dict.fromkeys(w for r in delegation.per_delegate for w in r.warnings)),
         "placement": {str(k): v for k, v in sorted(delegation.placement().items())},
         "latency_ms": stats_ms(m.latency),
         "init_ms": m.init_s * 1e3,
