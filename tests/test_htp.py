@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import yaml
 
-from delegates.qnn import QnnDelegate, QnnOptions, htp_absorbed_nodes, htp_fused_nodes, htp_inplace_concats
+from delegates.qnn import QnnDelegate, QnnOptions
+from delegates.qnn_rewrites import htp_absorbed_nodes, htp_fused_nodes, htp_inplace_concats
 from runtime.interpreter.api import Interpreter
 from runtime.ir.errors import ProfileError
 from runtime.ir.optypes import OpType

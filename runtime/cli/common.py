@@ -244,7 +244,9 @@ def with_delegate_flag(extra: Sequence[str], delegate: str) -> list[str]:
 def delegate_warnings(delegates: Sequence) -> list[str]:
     """What the delegates said of their options when created (a partition limit capped, an option
     they cannot use): TFLite logs these as warnings, so an option that changes nothing says so."""
-    return [w for d in delegates for w in d.warnings if isinstance(w, str)]
+    from runtime.interpreter.delegation import said_warnings
+
+    return [w for d in delegates for w in said_warnings(d)]
 
 
 def warn_lines(prog: str, lines: Sequence[str]) -> None:

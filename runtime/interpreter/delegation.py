@@ -17,7 +17,7 @@ from runtime.ir.graph import DType, Graph, Op, OpType
 from runtime.ir.partition import Partition, PlanNode, Subset, largest_partitions, partition_plan
 
 __all__ = ["CpuStep", "DelegateStep", "Plan", "UnsupportedOp", "DelegateReport", "Delegation",
-           "apply_delegates", "RESTORED"]
+           "apply_delegates", "said_warnings", "RESTORED"]
 
 # Subgraph::ModifyGraphWithDelegateImpl after RemoveAllDelegates (tflite/core/subgraph.cc).
 RESTORED = "Restored original execution plan after delegate application failure."
@@ -130,7 +130,7 @@ def apply_delegates(graph: Graph, delegates: Sequence[Delegate], dynamic: Collec
         if blocked is not None:
             log.append(STATIC_ONLY.format(blocked))
             reports.append(DelegateReport(delegate.name, 0, len(plan), 0, error=log[-1],
-                                          platform_refusal=_refusal(delegate), warnings=_warnings(delegate)))
+                                          platform_refusal=_refusal(delegate), warnings=said_warnings(delegate)))
             continue
         try:
             _check(delegate)
@@ -175,7 +175,7 @@ def _apply_one(graph: Graph, plan: Plan, delegate: Delegate, log: list[str],
     over = sum(len(s.nodes) for s in preview if s.delegated and id(s) not in kept
                and len(s.nodes) >= options.min_nodes_per_partition)
     report = DelegateReport(delegate.name, len(selected), len(plan), len(created), refused, declined,
-                            platform_refusal=_refusal(delegate), warnings=_warnings(delegate),
+                            platform_refusal=_refusal(delegate), warnings=said_warnings(delegate),
                             max_delegated_partitions=options.max_delegated_partitions,
                             min_nodes_per_partition=options.min_nodes_per_partition, over_limit=over)
     return new_plan, report
@@ -186,7 +186,7 @@ def _refusal(delegate: Delegate) -> str:
     return refusal if isinstance(refusal, str) else ""
 
 
-def _warnings(delegate: Delegate) -> tuple[str, ...]:
+def said_warnings(delegate: Delegate) -> tuple[str, ...]:
     """Delegate.warnings, the lines that are text (a record carries them; they change no plan)."""
     said = delegate.warnings
     return tuple(w for w in said if isinstance(w, str)) if isinstance(said, (list, tuple)) else ()

@@ -79,6 +79,7 @@ class Executor:
         self.folded, self.run_cpu, self.values = folded, run_cpu, values
         self.shapes = list(shapes)
         self._placed: Counter = Counter()   # unit -> weight bytes of the delegated ops before, in plan order
+        self._readers = graph.consumers()   # tensor -> the ops that read it (_streamed, per partition)
         self.jobs = [self._job(step) for step in plan]
         self._works = _run_works(plan, self.jobs)
         self.control = frozenset(i for i, op in enumerate(graph.ops) if calls(op))  # IF, WHILE, CALL_ONCE
@@ -204,7 +205,7 @@ class Executor:
         from the node before, that no other op reads and the app never sees, both nodes walking rows
         (sim/work.BANDED): the pair can run band by band in an HTP's VTCM (sim/htp.vtcm_split)."""
         graph, nodes = self.graph, [n for n in part.nodes if n not in self.folded]
-        readers, outputs = graph.consumers(), set(graph.outputs)
+        readers, outputs = self._readers, set(graph.outputs)
         out: dict[int, list[int]] = {}
         for a, b in zip(nodes, nodes[1:]):
             if op_class(graph.ops[a].type) not in BANDED or op_class(graph.ops[b].type) not in BANDED:
