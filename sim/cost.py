@@ -151,6 +151,13 @@ def lane_share(work: Work, mech: Mechanisms) -> float:
 
 
 def htp_efficiency(work: Work, htp: hx.Htp) -> float:
+    """The HTP's share of its peak an op's shape and arithmetic let it reach: its tiles (htp_tiles),
+    and for an 8-bit ADD, SUB or MUL the rescaling of its inputs, several slots an output on the HVX
+    (sim/htp.requant_scale)."""
+    return htp_tiles(work, htp) / hx.requant_scale(work.op, work.precision.value)
+
+
+def htp_tiles(work: Work, htp: hx.Htp) -> float:
     """The HTP's tiles: a convolution on the HMX computes whole croutons and whole reduction steps
     (sim/htp.hmx_efficiency); a depthwise convolution or element-wise op on the HVX computes whole
     croutons of its output, a pool whole croutons of its input (sim/htp.crouton_efficiency; `spatial`

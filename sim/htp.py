@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["FIRST_HTP", "Htp", "crouton_efficiency", "hmx_efficiency", "vtcm_split", "htp_memory_seconds", "vtcm_share",
-           "weight_prefetch", "prefetch_room", "float_edge_seconds", "HVX_MACS_PER_LANE", "hvx_mac_rate"]
+           "weight_prefetch", "prefetch_room", "float_edge_seconds", "HVX_MACS_PER_LANE", "hvx_mac_rate",
+           "HVX_REQUANT_OPS", "REQUANTIZING", "requant_scale"]
 
 # The first Hexagon with a tensor processor (HTP) is v68 (Snapdragon 888); LiteRT's Qualcomm SoC table
 # (litert/vendors/qualcomm/supported_soc.csv) lists SM8350 as v68, SM8550 v73, SM8650 v75, SM8750 v79.
@@ -36,7 +37,7 @@ class Htp:
 # gives one a lane: vrmpy multiplies four 8-bit pairs into each 32-bit lane, 128 products a 1024-bit
 # vector, and a float16 lane multiplies one pair (Hexagon V6x HVX Programmer's Reference: vrmpy; the
 # qf16 vmpy of v68 and later). The 8-bit figure, 4, is assumed from AI Hub's rows, not derived: the
-# S24's fit runs 8-bit depthwise at 2.0 TMAC/s (efficiency 0.49 of 4 x 1024 G), which one product a
+# S24's fit runs 8-bit depthwise at 2.2 TMAC/s (efficiency 0.54 of 4 x 1024 G), which one product a
 # byte slot at the element rate the priors assume (4 contexts x 128 byte lanes x ~2 GHz) cannot
 # reach; where the rest comes from (more multiply slots a packet, contexts or clock than assumed) is
 # not published.
@@ -52,6 +53,25 @@ def hvx_mac_rate(elem_per_s: float, precision: str) -> float:
     the element rate (HVX_MACS_PER_LANE: the 4 is assumed from the rows): 8:1 with 64 float16 lanes
     against 128 8-bit ones, where the HMX's float16:int8 ratio would give 2-4:1."""
     return elem_per_s * HVX_MACS_PER_LANE.get(precision, 1)
+
+
+# Element-op slots an 8-bit ADD, SUB or MUL takes per output on the HVX, where a plain 8-bit pass (a
+# clamp, a copy) takes one. Its inputs each carry their own scale, so no output can add the bytes as
+# they are: each input is widened to 16 and 32 bits, multiplied by its own fixed-point rescale, the
+# two summed, shifted back, offset by the output's zero point, packed to bytes and clamped (LiteRT's
+# integer ADD and MUL kernels, kernels/internal/reference/integer_ops/add.h and mul.h; XNNPACK's HVX
+# kernel for the 8-bit add, src/qs8-vadd/hvx.c.in, takes about 26 vector instructions per 128 outputs
+# where a plain pass takes 3-4: 4-9 plain passes, as the two arithmetic slots of an HVX packet pair
+# them). The 4 is the low end of that range, and what the S24's and the 8 Elite Gen 5's fits give
+# when it is fitted per phone (4.0 and 3.1); a float16 add adds its halves as they are.
+HVX_REQUANT_OPS = 4
+REQUANTIZING = frozenset({"ADD", "SUB", "MUL"})
+
+
+def requant_scale(op: str, precision: str) -> float:
+    """How many element-op slots an HVX op takes per output against a plain pass: HVX_REQUANT_OPS for
+    an 8-bit ADD, SUB or MUL (it rescales each input), 1 for anything else and for float16."""
+    return HVX_REQUANT_OPS if precision == "int8" and op in REQUANTIZING else 1.0
 
 
 def _padded(n: int, tile: int) -> int:

@@ -168,6 +168,21 @@ def test_a_depthwise_filter_runs_on_the_hvx_at_four_macs_a_byte_lane():
     assert compute_seconds(_conv(32), htp) == pytest.approx(_conv(32).macs / 1e12)
 
 
+def test_an_8_bit_add_rescales_its_inputs_in_several_hvx_slots_an_output():
+    assert hx.requant_scale("ADD", "int8") == hx.HVX_REQUANT_OPS == hx.requant_scale("MUL", "int8")
+    assert hx.requant_scale("ADD", "float16") == 1 and hx.requant_scale("RELU", "int8") == 1
+    add = Work("ADD", OpClass.ELEMENTWISE, Precision.INT8, elem_ops=16 * 16 * 32, bytes_read=2 * 16 * 16 * 32,
+               bytes_written=16 * 16 * 32, channels=32, spatial=(16, 16))
+    relu = dataclasses.replace(add, op="RELU")
+    htp = _rates(hx.Htp())
+    assert compute_seconds(add, htp) == pytest.approx(hx.HVX_REQUANT_OPS * compute_seconds(relu, htp))
+    # in float16 the same add is one pass at the float16 lanes' rate (half the 8-bit rate here)
+    half = dataclasses.replace(add, precision=Precision.FLOAT16)
+    assert compute_seconds(half, htp) == pytest.approx(2 * compute_seconds(relu, htp))
+    # only an HTP's HVX rescales so: without the HTP's mechanisms an 8-bit add is one pass
+    assert compute_seconds(add, _rates(None)) == pytest.approx(compute_seconds(relu, _rates(None)))
+
+
 def test_an_htp_op_reads_its_intermediates_from_vtcm():
     work = _conv(64)
     in_vtcm = op_cost(work, _rates(hx.Htp(vtcm_bytes=8 * MIB)))
