@@ -25,7 +25,7 @@ from delegates.registry import CLASSES
 from delegates.rulekit import doc
 from runtime.ir.graph import DType, Graph, Op, QuantParams, Tensor
 from runtime.ir.optypes import OpType as T
-from runtime.ir.options import (Activation, AddOptions, ConcatenationOptions, Conv2DOptions,
+from runtime.ir.options import (Activation, AddOptions, ConcatenationOptions, Conv2DOptions, Conv3DOptions,
                              DepthwiseConv2DOptions, FullyConnectedOptions, MirrorPadMode,
                              GatherOptions, MirrorPadOptions, PackOptions, Pool2DOptions, ReducerOptions,
                              ResizeBilinearOptions, SoftmaxOptions, StridedSliceOptions,
@@ -166,16 +166,16 @@ def pad(kind=T.PAD, dtype=F, shape=IMG, pads=((0, 0), (1, 1), (1, 1), (0, 0)), *
     return with_operand(kind, pads, dtype, shape, **kw)
 
 
-def slicing(kind=T.SLICE, dtype=F, *, is_const=True, options=None, version=1) -> OneOp:
+def slicing(kind=T.SLICE, dtype=F, *, is_const=True, options=None, version=1, vdtype=I32) -> OneOp:
     """SLICE (begin, size) or STRIDED_SLICE (begin, end, strides) of a [1, 4, 4, 3] input."""
     bounds = ([0, 0, 0, 0], [1, 2, 2, 3]) if kind is T.SLICE else ([0, 0, 0, 0], [1, 2, 2, 3], [1, 1, 1, 1])
-    inputs = [live(IMG, dtype)] + [_operand(v, I32, is_const, f"b{i}") for i, v in enumerate(bounds)]
+    inputs = [live(IMG, dtype)] + [_operand(v, vdtype, is_const, f"b{i}") for i, v in enumerate(bounds)]
     return single_op(kind, inputs, live((1, 2, 2, 3), dtype, "y"), options, version)
 
 
-def split(dtype=F, *, is_const=True) -> OneOp:
+def split(dtype=F, *, is_const=True, vdtype=I32) -> OneOp:
     """SPLIT (axis first) of a [1, 4, 4, 3] input into one piece."""
-    return single_op(T.SPLIT, [_operand(np.int32(3), I32, is_const, "axis"), live(IMG, dtype)],
+    return single_op(T.SPLIT, [_operand(3, vdtype, is_const, "axis"), live(IMG, dtype)],
                      live(IMG, dtype, "y"))
 
 
@@ -459,32 +459,104 @@ def operands(kind, *values, dtype=F, shape=IMG, const_at=None, out_shape=None, o
     return single_op(kind, inputs, live(out_shape or shape, dtype, "y"), options)
 
 
-def one_hot(static=True) -> OneOp:
+def one_hot(static=True, dtype=F) -> OneOp:
     inputs = [live((4,), I32, "indices"), _operand(np.int32(3), I32, static, "depth"),
-              const(np.float32(1), F, "on"), const(np.float32(0), F, "off")]
-    return single_op(T.ONE_HOT, inputs, live((4, 3), F, "y"))
+              const(1, dtype, "on"), const(0, dtype, "off")]
+    return single_op(T.ONE_HOT, inputs, live((4, 3), dtype, "y"))
+
+
+def outputs_of(kind, inputs, outputs) -> OneOp:
+    """One op with several outputs (SPLIT_V's pieces, TOPK_V2's values and indices)."""
+    tensors = (*inputs, *outputs)
+    op = Op(kind, tuple(range(len(inputs))), tuple(range(len(inputs), len(tensors))))
+    graph = Graph(tensors, (op,), tuple(i for i, t in enumerate(inputs) if not t.is_constant),
+                  op.outputs)
+    return graph, op
+
+
+def split_v(pieces=2, *, static=(0, 1), vdtype=I32) -> OneOp:
+    """SPLIT_V of a [1, 4, 4, 3] input along its height into `pieces` (size_splits, then the axis)."""
+    sizes = [4 // pieces] * pieces
+    inputs = [live(IMG), _operand(sizes, I32, 0 in static, "sizes"), _operand(1, vdtype, 1 in static, "axis")]
+    return outputs_of(T.SPLIT_V, inputs, [live((1, 4 // pieces, 4, 3), F, f"y{i}") for i in range(pieces)])
+
+
+def top_k(static=True) -> OneOp:
+    inputs = [live(IMG), _operand(np.int32(2), I32, static, "k")]
+    return outputs_of(T.TOPK_V2, inputs, [live((1, 4, 4, 2), F, "values"), live((1, 4, 4, 2), I32, "indices")])
+
+
+def scatter_nd(static=True) -> OneOp:
+    """SCATTER_ND of two [4, 3] rows into a [4, 4, 3] output of zeros."""
+    inputs = [live((2, 1), I32, "indices"), live((2, 4, 3), F, "updates"),
+              _operand([4, 4, 3], I32, static, "shape")]
+    return single_op(T.SCATTER_ND, inputs, live((4, 4, 3), F, "y"))
+
+
+def pad_v2(dtype=F, *, static=True) -> OneOp:
+    inputs = [live(IMG, dtype), const(((0, 0), (1, 1), (1, 1), (0, 0)), I32, "pads"),
+              _operand(0, dtype, static, "value")]
+    return single_op(T.PADV2, inputs, live((1, 6, 6, 3), dtype, "y"))
+
+
+def update_slice(shape=IMG, update=(1, 1, 4, 3), vdtype=I32, *, is_const=False) -> OneOp:
+    """DYNAMIC_UPDATE_SLICE of an `update` block into a `shape` operand at start indices [0, 1, 0, ...]."""
+    start = _operand([0, 1, 0, 0][:len(shape)], vdtype, is_const, "start")
+    inputs = [live(shape, F, "operand"), live(update, F, "update"), start]
+    return single_op(T.DYNAMIC_UPDATE_SLICE, inputs, live(shape, F, "y"))
+
+
+def conv_3d(activation=A.NONE) -> OneOp:
+    """CONV_3D of a [1, 2, 4, 4, 3] input by [1, 1, 1, 3, 8] weights."""
+    inputs = [live((1, 2, 4, 4, 3)), const(np.ones((1, 1, 1, 3, 8)), F, "w")]
+    return single_op(T.CONV_3D, inputs, live((1, 2, 4, 4, 8), F, "y"),
+                     Conv3DOptions(fused_activation_function=activation))
 
 
 QNN = [
     case("qnn", "fused_activation_supported", binary(T.ADD, options=AddOptions(A.TANH)),
          binary(T.ADD, options=AddOptions(A.SIGN_BIT))),
+    case("qnn", "fused_activation_supported", conv_3d(A.RELU6), conv_3d(A.SIGN_BIT), tag="conv_3d"),
+    case("qnn", "fused_activation_supported",
+         pool(T.L2_POOL_2D, options=Pool2DOptions(fused_activation_function=A.RELU)),
+         pool(T.L2_POOL_2D, options=Pool2DOptions(fused_activation_function=A.SIGN_BIT)), tag="l2_pool"),
     case("qnn", "static_axis", with_operand(T.ARG_MAX, [3], out_shape=(1, 4, 4)),
          with_operand(T.ARG_MAX, [3], is_const=False, out_shape=(1, 4, 4))),
     case("qnn", "static_paddings", pad(), pad(is_const=False)),
+    case("qnn", "pad_data_types", pad(dtype=I8), pad(dtype=I32)),
+    case("qnn", "pad_data_types", pad(T.MIRROR_PAD, H, options=MirrorPadOptions(MirrorPadMode.REFLECT)),
+         pad(T.MIRROR_PAD, DType.BOOL, options=MirrorPadOptions(MirrorPadMode.REFLECT)), tag="mirror"),
+    case("qnn", "static_pad_value", pad_v2(I8), pad_v2(static=False)),
     case("qnn", "static_permutation", with_operand(T.TRANSPOSE, [0, 2, 1, 3]),
          with_operand(T.TRANSPOSE, [0, 2, 1, 3], is_const=False)),
     case("qnn", "static_slice", slicing(), slicing(is_const=False)),
+    case("qnn", "static_slice", slicing(), slicing(vdtype=I64), tag="int64"),
     case("qnn", "static_strided_slice", slicing(T.STRIDED_SLICE, options=StridedSliceOptions()),
          slicing(T.STRIDED_SLICE, is_const=False, options=StridedSliceOptions())),
+    case("qnn", "static_strided_slice", slicing(T.STRIDED_SLICE, options=StridedSliceOptions()),
+         slicing(T.STRIDED_SLICE, vdtype=I64, options=StridedSliceOptions()), tag="int64"),
     case("qnn", "no_ellipsis_mask", slicing(T.STRIDED_SLICE, options=StridedSliceOptions(new_axis_mask=1)),
          slicing(T.STRIDED_SLICE, options=StridedSliceOptions(ellipsis_mask=1))),
     case("qnn", "static_split_axis", split(), split(is_const=False)),
-    case("qnn", "static_split_v", operands(T.SPLIT_V, [4], np.int32(1)),
-         operands(T.SPLIT_V, [4], np.int32(1), const_at=(0,))),
+    case("qnn", "static_split_axis", split(), split(vdtype=I64), tag="int64"),
+    # splitv_op_builder.cc builds one piece as a RESHAPE, whatever its operands
+    case("qnn", "static_split_v", split_v(1, static=()), split_v(2, static=(0,))),
+    case("qnn", "static_split_v", split_v(2, vdtype=I32), split_v(2, vdtype=I64), tag="int64"),
     case("qnn", "static_block", operands(T.SPACE_TO_BATCH_ND, [2, 2], [[0, 0], [0, 0]], out_shape=(4, 2, 2, 3)),
          operands(T.SPACE_TO_BATCH_ND, [2, 2], [[0, 0], [0, 0]], const_at=(0,), out_shape=(4, 2, 2, 3))),
     case("qnn", "static_one_hot", one_hot(), one_hot(static=False)),
+    case("qnn", "one_hot_value_types", one_hot(dtype=U8), one_hot(dtype=I32)),
     case("qnn", "static_axes_vector", with_operand(T.MEAN, [1, 2]), with_operand(T.MEAN, 1)),
+    case("qnn", "static_axes_vector", with_operand(T.SUM, [1, 2]), with_operand(T.SUM, [1, 2], vdtype=I64),
+         tag="int64"),
+    case("qnn", "static_multiples", with_operand(T.TILE, [1, 2, 1, 1], out_shape=(1, 8, 4, 3)),
+         with_operand(T.TILE, [1, 2, 1, 1], is_const=False, out_shape=(1, 8, 4, 3))),
+    case("qnn", "static_shape", scatter_nd(), scatter_nd(static=False)),
+    case("qnn", "static_k", top_k(), top_k(static=False)),
+    case("qnn", "broadcast_input_types", with_operand(T.BROADCAST_TO, [2, 4, 4, 3], I8, out_shape=(2, 4, 4, 3)),
+         with_operand(T.BROADCAST_TO, [2, 4, 4, 3], I16, out_shape=(2, 4, 4, 3))),
+    case("qnn", "update_slice_form", update_slice(), update_slice(vdtype=I64, is_const=True)),
+    case("qnn", "update_slice_form", update_slice(), update_slice((8,), (2,)), tag="rank_1"),
     case("qnn", "gather_batch_dims_0", with_operand(T.GATHER, [0, 2], options=GatherOptions(batch_dims=0)),
          with_operand(T.GATHER, [0, 2], options=GatherOptions(batch_dims=1))),
     case("qnn", "single_static_axis", with_operand(T.REVERSE_V2, [1]), with_operand(T.REVERSE_V2, [1, 2])),

@@ -12,8 +12,8 @@ import pytest
 
 from delegates.api import DelegateError
 from delegates.gpu import GpuDelegate
-from delegates.qnn import (GpuPrecision, HtpPerformanceMode, HtpPrecision, LogLevel, QnnBackend, QnnDelegate,
-                           QnnOptions)
+from delegates.qnn import (TABLE, GpuPrecision, HtpPerformanceMode, HtpPrecision, LogLevel, QnnBackend, QnnDelegate,
+                           QnnOptions, fused_activation_supported)
 from delegates.registry import make_delegate, parse_flags
 from delegates.table import supported_ops_table
 from runtime.cli.main import main
@@ -429,9 +429,19 @@ def test_the_qnn_delegate_passes_the_conformance_kit():
     assert ("float32", "float16") in modes and ("int8", "integer") in modes
 
 
+def test_the_fused_activation_rule_is_on_the_builders_that_apply_one():
+    """The builders in qnn_compose_graph.cc that pass fused_activation_function to AddFusedActivationNode.
+    CONV_3D and L2_POOL_2D were taken with any activation; L2_NORMALIZATION's builder never reads it."""
+    applied = {OpType.ADD, OpType.SUB, OpType.MUL, OpType.DIV, OpType.CONCATENATION, OpType.FULLY_CONNECTED,
+               OpType.CONV_2D, OpType.CONV_3D, OpType.TRANSPOSE_CONV, OpType.DEPTHWISE_CONV_2D,
+               OpType.AVERAGE_POOL_2D, OpType.MAX_POOL_2D, OpType.L2_POOL_2D}
+    assert {t for t, rules in TABLE.items() if fused_activation_supported in rules} == applied
+
+
 def test_supported_ops_table_has_a_qnn_column(capsys):
     text = supported_ops_table(["qnn"])
-    assert "| STRIDED_SLICE | Only ellipsis_mask 0 is supported; Begin, end and strides must be constant tensors |" in text
+    assert ("| STRIDED_SLICE | Only ellipsis_mask 0 is supported; Begin, end and strides must be constant int32 "
+            "tensors |") in text
     assert "| RESHAPE | yes |" in text and "| LSTM |" not in text
     assert "- qnn, every op: Run-time tensors must be float32/float16 (run in float16)" in text
     assert main(["supported-ops", "--delegate", "qnn"]) == 0
