@@ -12,8 +12,8 @@ import pytest
 
 from delegates.api import DelegateError
 from delegates.gpu import GpuDelegate
-from delegates.qnn import (TABLE, GpuPrecision, HtpPerformanceMode, HtpPrecision, LogLevel, QnnBackend, QnnDelegate,
-                           QnnOptions, fused_activation_supported)
+from delegates.qnn import GpuPrecision, HtpPerformanceMode, HtpPrecision, LogLevel, QnnBackend, QnnDelegate, QnnOptions
+from delegates.qnn_rules import TABLE, fused_activation_supported
 from delegates.registry import make_delegate, parse_flags
 from delegates.table import supported_ops_table
 from runtime.cli.main import main
