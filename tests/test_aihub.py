@@ -130,6 +130,9 @@ def test_a_phone_the_file_never_measured_is_an_error_naming_the_phones_it_has():
      r".performance_metrics.24: a device name must be a non-empty string, got 24"),
     (NEW, "          Samsung Galaxy S24:", "          2024-01-01:", r"performance_metrics.2024-01-01: a device name "
      r"must be a non-empty string, got datetime.date"),
+    # json keeps the last of two values of a key (the first went unread), as YAML and CSV readers refuse
+    (JOB, '"estimated_inference_time": 250', '"estimated_inference_time": 250, "estimated_inference_time": 1',
+     r"profile_job.json: invalid JSON: key 'estimated_inference_time' given twice"),
 ])
 def test_a_damaged_file_is_one_error_naming_the_file_and_key(tmp_path, fixture, old, new, message):
     text = fixture.read_text()
@@ -151,6 +154,43 @@ def test_json_the_decoder_cannot_build_is_one_error_naming_the_file(tmp_path, te
     with pytest.raises(MeasurementError, match=rf"^{path}: {message}") as info:
         read_file(path, device="galaxy_s23")
     assert "\n" not in str(info.value)
+
+
+def test_a_precision_too_long_for_a_file_name_is_a_skipped_row_not_an_os_error(tmp_path):
+    """The model file's name is built from the precision: a 300-character one once raised ENAMETOOLONG from
+    the file system (an OSError traceback) instead of listing the row as not found."""
+    path = tmp_path / "tiny_cnn" / "perf.yaml"
+    path.parent.mkdir()
+    path.write_text(NEW.read_text().replace("  float:", "  " + "f" * 300 + ":"))
+    found = read_file(path, device="galaxy_s23")
+    assert found.rows == () and len(found.skipped) == 2
+    assert found.skipped[0].startswith(f"{path}:") and "model file not found" in found.skipped[0]
+
+
+def test_a_profile_jobs_model_may_be_a_tflite_xz(tmp_path):
+    """--model m.tflite.xz (as the rebuilt models are kept) was looked for as m.tflite.tflite and never found."""
+    import lzma
+
+    save(build("tiny_cnn"), tmp_path / "tiny_cnn.tflite")
+    model = tmp_path / "tiny_cnn.tflite.xz"
+    model.write_bytes(lzma.compress((tmp_path / "tiny_cnn.tflite").read_bytes(), format=lzma.FORMAT_XZ))
+    (tmp_path / "tiny_cnn.tflite").unlink()
+    found = read_aihub(JOB, JOB.read_text(), "galaxy_s23", str(model))
+    assert [r.model for r in found.rows] == [str(model)] and found.skipped == ()
+
+
+def test_op_split_lists_the_rows_whose_model_file_is_missing(tmp_path, capsys, monkeypatch):
+    """--op_split read the files' rows alone: the w8a8 job without a model file was dropped unsaid."""
+    monkeypatch.chdir(tmp_path)
+    perf = _folder_with_model(tmp_path, NEW, "tiny_cnn_float.tflite")
+    assert cli.main(["calibrate", str(perf), "--base", S23, "--op_split"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("skipped: ") == 1 and "tiny_cnn w8a8 on Samsung Galaxy S23: model file not found" in err
+    (perf.parent / "tiny_cnn_float.tflite").unlink()
+    assert cli.main(["calibrate", str(perf), "--base", S23, "--op_split"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("skipped: ") == 2 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "dtb calibrate: error: no measurement row to check (every one was skipped)"
 
 
 def test_a_device_the_base_does_not_match_is_named_whatever_the_files_device_keys(tmp_path):

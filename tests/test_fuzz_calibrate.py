@@ -105,6 +105,34 @@ def test_a_csv_saved_with_a_byte_order_mark_reads_its_first_column(tmp_path):
     assert (row.model, row.latency_ms) == ("tiny_cnn", 2.0)
 
 
+FLAGS_HEADER = HEADER.replace("\n", ",flags\n")
+
+
+@pytest.mark.parametrize("flags, refused", [
+    ("--external_delegate_path=os:system --external_delegate_options=command:true",
+     "'--external_delegate_path=os:system' names an external delegate, whose code would run"),
+    ("--use_gpu=true --delegate_serialize_dir=/tmp/cache --delegate_serialize_token=t",
+     "'--delegate_serialize_dir=/tmp/cache' names a folder to write a compilation cache to"),
+    ("--use_qnn=true --qnn_cache_dir=/tmp/cache --qnn_model_token=t",
+     "'--qnn_cache_dir=/tmp/cache' names a folder to write a compilation cache to"),
+    ("--external_delegate_path=libQnnTFLiteDelegate.so --external_delegate_options=backend_type:htp;cache_dir:/tmp",
+     "'--external_delegate_options=backend_type:htp;cache_dir:/tmp' names a folder to write a compilation cache to"),
+], ids=["external-code", "gpu-cache", "qnn-cache", "qnn-library-cache"])
+def test_a_rows_flags_may_neither_run_code_nor_write_files(flags, refused):
+    """The flags column went to the delegates as given: os:system was imported and called with the row's
+    options, and a cache folder anywhere was created and written to, by reading a measurement file."""
+    with pytest.raises(MeasurementError) as info:
+        read_csv(FLAGS_HEADER + ",".join(GOOD) + f",{flags}\n", "m.csv")
+    assert str(info.value) == f"m.csv:2: flags: {refused}; a measurement row may not"
+
+
+def test_a_rows_qnn_library_flags_are_read():
+    """Qualcomm's QNN library as an external delegate is the built-in QNN delegate: it runs nothing."""
+    flags = "--external_delegate_path=/data/local/tmp/libQnnTFLiteDelegate.so --external_delegate_options=backend_type:htp"
+    [row] = read_csv(FLAGS_HEADER + ",".join(GOOD) + f",{flags}\n", "m.csv")
+    assert row.flags == tuple(flags.split())
+
+
 class _Hung(BaseException):
     """Raised from SIGALRM: a BaseException, so no handler on the way swallows it."""
 
@@ -228,6 +256,33 @@ def test_a_prior_that_is_not_a_mapping_is_a_profile_error(tmp_path):
         load_base(str(tmp_path / "base.yaml"))
 
 
+def test_a_base_or_prior_that_is_not_utf8_is_a_profile_error(tmp_path):
+    """A Latin-1 profile raised UnicodeDecodeError (a traceback on the command line)."""
+    (tmp_path / "latin1.yaml").write_bytes(b"name: t\xe9l\xe9phone\n")
+    (tmp_path / "base.yaml").write_text("name: x\ncalibration:\n  prior: latin1.yaml\n")
+    for name in ("latin1.yaml", "base.yaml"):
+        with pytest.raises(ProfileError, match=r"latin1.yaml: cannot read the profile: 'utf-8' codec") as info:
+            load_base(str(tmp_path / name))
+        assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["base", "prior"])
+def test_a_fifo_as_the_base_or_its_prior_exits_1_without_hanging(tmp_path, kind):
+    """The base was read with read_text(), which waits forever on a FIFO (and reads /dev/zero without end).
+    A subprocess, so a regression that blocks is stopped by the hang guard."""
+    os.mkfifo(tmp_path / "fifo.yaml")
+    (tmp_path / "base.yaml").write_text("name: x\ncalibration:\n  prior: fifo.yaml\n")
+    (tmp_path / "m.csv").write_text(_csv(GOOD))
+    base = tmp_path / ("fifo.yaml" if kind == "base" else "base.yaml")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "runtime.cli.main", "calibrate", str(tmp_path / "m.csv"), "--base",
+                           str(base)], capture_output=True, text=True, timeout=120, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == f"dtb calibrate: error: {tmp_path / 'fifo.yaml'}: cannot read the profile: it is a " \
+                                  f"FIFO, not a regular file", done.stderr
+
+
 # -- the command line: one line, exit 1, checked before the fit -------------------------------------
 
 def _calibrate(capsys, *argv) -> tuple[int, str]:
@@ -258,6 +313,95 @@ def test_a_delegate_the_phone_does_not_have_is_refused(tmp_path, capsys):
     (tmp_path / "m.csv").write_text(_csv(["tiny_cnn", "", "none", "pixel3", "coreml", "1", "2.0"]))
     code, line = _calibrate(capsys, tmp_path / "m.csv", "--base", "pixel3", "--max_nfev", "1")
     assert code == 1 and "m.csv:2: delegate coreml" in line and "does not have" in line, line
+
+
+def test_a_csv_cannot_make_calibrate_run_a_command(tmp_path, capsys):
+    marker = tmp_path / "ran"
+    (tmp_path / "m.csv").write_text(FLAGS_HEADER + ",".join(GOOD) + ",--external_delegate_path=os:system "
+                                    f"--external_delegate_options=command:touch${{IFS}}{marker}\n")
+    code, line = _calibrate(capsys, tmp_path / "m.csv", "--base", "pixel3", "--max_nfev", "1")
+    assert code == 1 and f"m.csv:2: flags: '--external_delegate_path=os:system'" in line, line
+    assert not marker.exists()
+
+
+def test_a_bad_flag_value_names_the_row(tmp_path, capsys):
+    """The delegates' own message named the flag alone, not the file and line it came from."""
+    (tmp_path / "m.csv").write_text(FLAGS_HEADER + ",".join(GOOD) + ",--use_gpu=banana\n")
+    code, line = _calibrate(capsys, tmp_path / "m.csv", "--base", "pixel3", "--max_nfev", "1")
+    assert code == 1 and line == (f"dtb calibrate: error: {tmp_path / 'm.csv'}:2: flags: --use_gpu must be true or "
+                                  f"false (1 or 0), not 'banana'"), line
+
+
+def _calibrated_base(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the shipped calibrated Pixel 3 profile and of the prior it names."""
+    (tmp_path / "priors").mkdir()
+    prior = tmp_path / "priors" / "pixel3.yaml"
+    prior.write_text((PROFILE_DIR / "priors" / "pixel3.yaml").read_text())
+    (tmp_path / "pixel3.yaml").write_text((PROFILE_DIR / "pixel3.yaml").read_text())
+    return tmp_path / "pixel3.yaml", prior
+
+
+def test_output_naming_the_prior_of_a_calibrated_base_is_refused(tmp_path, capsys):
+    """The prior was replaced by a profile naming itself as its prior: its values gone, and both files
+    refused as --base from then on."""
+    base, prior = _calibrated_base(tmp_path)
+    (tmp_path / "m.csv").write_text(_csv(GOOD))
+    before = prior.read_text()
+    code, line = _calibrate(capsys, tmp_path / "m.csv", "--base", base, "--max_nfev", "1", "-o", prior)
+    assert code == 1 and line == (f"dtb calibrate: error: cannot write {prior}: it is the prior profile {prior}; "
+                                  f"give the fitted profile a file name of its own"), line
+    assert prior.read_text() == before
+
+
+def test_output_naming_a_rows_model_file_is_refused_before_it_is_built(tmp_path, capsys, monkeypatch):
+    import runtime.cli.calibrate as calibrate
+    from runtime.model.tflite_write import save
+    from runtime.zoo import build
+
+    save(build("tiny_cnn"), tmp_path / "m.tflite")
+    before = (tmp_path / "m.tflite").read_bytes()
+    (tmp_path / "m.csv").write_text(_csv(["m.tflite", *GOOD[1:]]))
+    built = []
+    monkeypatch.setattr(calibrate, "Evaluator", lambda *a, **k: built.append(a))
+    code, line = _calibrate(capsys, tmp_path / "m.csv", "--base", "pixel3", "--max_nfev", "1", "-o",
+                            tmp_path / "m.tflite")
+    assert code == 1 and line == (f"dtb calibrate: error: cannot write {tmp_path / 'm.tflite'}: it is the model file "
+                                  f"of {tmp_path / 'm.csv'}:2; give the fitted profile a file name of its own"), line
+    assert (tmp_path / "m.tflite").read_bytes() == before and not built
+
+
+@pytest.mark.parametrize("device, measurements", [("my phone: pro", "m.csv"), ("*x", "run #2.csv"),
+                                                  ("[x]", "a: b.csv"), ("'q", "#1.csv"), ("x # y", "m.csv")])
+def test_the_written_profile_reads_back_whatever_the_names(tmp_path, capsys, device, measurements):
+    """The phone's name and the measurements' file name were written as they were: ': ', a leading '*',
+    '[' or quote made the profile invalid YAML, and ' #' cut the name short."""
+    import yaml
+
+    from sim.profile import load_profile
+
+    (tmp_path / measurements).write_text(_csv(GOOD))
+    out = tmp_path / "out.yaml"
+    assert cli.main(["calibrate", str(tmp_path / measurements), "--base", "pixel3", "--device", device,
+                     "--max_nfev", "1", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert load_profile(str(out)).name == device
+    assert yaml.safe_load(out.read_text())["calibration"]["measurements"] == measurements
+    assert load_base(str(out))[3].resolve() == (PROFILE_DIR / "priors" / "pixel3.yaml").resolve()
+
+
+def test_a_device_name_a_profile_cannot_hold_is_refused_before_the_fit(tmp_path, capsys, monkeypatch):
+    """--device of Latin-1 bytes (kept by Python as surrogates) raised UnicodeEncodeError when the
+    profile was written, after the whole fit."""
+    import runtime.cli.calibrate as calibrate
+
+    (tmp_path / "m.csv").write_text(_csv(GOOD))
+    built = []
+    monkeypatch.setattr(calibrate, "calibrate_files", lambda *a, **k: built.append(a))
+    device = os.fsdecode(b"t\xe9l\xe9phone")
+    code, line = _calibrate(capsys, tmp_path / "m.csv", "--base", "pixel3", "--device", device, "-o",
+                            tmp_path / "out.yaml")
+    assert code == 1 and "--device 't\\udce9l\\udce9phone' is not UTF-8 text" in line and not built, line
+    assert not (tmp_path / "out.yaml").exists()
 
 
 def test_a_fit_that_cannot_start_names_the_rows(monkeypatch):

@@ -120,6 +120,20 @@ def test_each_model_is_partitioned_once(monkeypatch):
     assert [c.agrees for c in checks] == [True, False, True]
 
 
+def test_a_zoo_model_is_partitioned_once_per_arguments_and_quantization(monkeypatch):
+    """Rows of one zoo name with other arguments or quantization are other graphs: each was once given
+    the first row's split (squeezenet float16 checked against plain squeezenet's 40 ops, not its 92)."""
+    calls = []
+    monkeypatch.setattr(op_split, "simulated_split", lambda g, p, *a: calls.append(g) or OpSplit(len(calls), 0, 0))
+    rows = [_row(model="squeezenet", split=OpSplit(1, 0, 0)),
+            _row(model="squeezenet", quantization="float16", split=OpSplit(1, 0, 0)),
+            _row(model="squeezenet", args=(("alpha", 0.5),), split=OpSplit(1, 0, 0)),
+            _row(model="squeezenet", latency_ms=2.0, split=OpSplit(1, 0, 0))]
+    checks = check_splits(rows, lambda row: model_key(row), qualcomm())
+    assert calls == [model_key(r) for r in rows[:3]]
+    assert [c.simulated.npu for c in checks] == [1, 2, 3, 1]
+
+
 def test_summary_counts_only_rows_whose_op_count_matches():
     checks = [SplitCheck(_row(split=OpSplit(5, 0, 0)), OpSplit(5, 0, 0)),
               SplitCheck(_row(split=OpSplit(4, 0, 1)), OpSplit(5, 0, 0)),

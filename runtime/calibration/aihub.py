@@ -257,15 +257,25 @@ def _old_job(doc: _Doc, job: Mapping, path: Key, model_id: str, component: str, 
 _UNITS = ("NPU", "GPU", "CPU")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's keys, each once: json keeps the last of two, so the other value would go unread."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {reprlib.repr(key)} given twice")
+        out[key] = value
+    return out
+
+
 def read_profile_json(text: str, source: str, model_id: str, device: str) -> AihubMeasurement:
     """A saved ProfileJob.download_profile(): the estimated inference time (microseconds) and the ops per
     compute unit. The file names neither model nor device: the model id is the file's name, the device
     is the one calibrated."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise MeasurementError(f"{source}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-    except ValueError as exc:   # an integer of more digits than int() converts
+    except ValueError as exc:   # an integer of more digits than int() converts, a key given twice
         raise MeasurementError(f"{source}: invalid JSON: {exc}") from None
     except RecursionError:      # arrays or objects nested deeper than the decoder recurses
         raise MeasurementError(f"{source}: invalid JSON: nested too deeply") from None
@@ -301,6 +311,15 @@ def _candidates(m: AihubMeasurement, folders: Sequence[Path]) -> list[Path]:
     return [folder / f"{stem}{suffix}" for folder in folders for stem in stems for suffix in (".tflite", ".tflite.xz")]
 
 
+def _is_file(path: Path) -> bool:
+    """Whether `path` is a regular file; a name the file system refuses (a precision or component
+    longer than a file name may be) names none."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def _device_matches(published: str, wanted: str | None) -> bool:
     return wanted is None or wanted in (published, DEVICES.get(published))
 
@@ -314,7 +333,7 @@ def to_rows(measurements: Iterable[AihubMeasurement], folders: Sequence[Path],
         if not _device_matches(m.device, device):
             continue
         candidates = _candidates(m, folders)
-        found = next((c for c in candidates if c.is_file()), None)
+        found = next((c for c in candidates if _is_file(c)), None)
         if found is None:
             skipped.append(Skipped(m.source, m.model_id, m.precision or "(unstated precision)", m.device,
                                    f"model file not found (looked for {', '.join(map(str, candidates))})"))
@@ -326,6 +345,12 @@ def to_rows(measurements: Iterable[AihubMeasurement], folders: Sequence[Path],
     return AihubRows(tuple(rows), tuple(skipped))
 
 
+def _stem(path: Path) -> str:
+    """The model id a file names: its name without .json, .tflite or .tflite.xz (--model m.tflite.xz is m)."""
+    name = path.name.removesuffix(".xz") if path.name.endswith(".tflite.xz") else path.name
+    return Path(name).stem
+
+
 def read_aihub(path: Path, text: str, device: str | None = None, model: str | None = None) -> AihubRows:
     """An AI Hub file (perf.yaml or a profile job's .json) as rows for `device`: model files are looked for
     beside the file and in the current folder (a profile job's: `model`, else the file's own name)."""
@@ -334,7 +359,7 @@ def read_aihub(path: Path, text: str, device: str | None = None, model: str | No
         if not device:
             raise MeasurementError(f"{path}: a profile job's results name no device; give --device")
         model_path = Path(model) if model else None
-        measurement = read_profile_json(text, str(path), (model_path or path).stem, device)
+        measurement = read_profile_json(text, str(path), _stem(model_path or path), device)
         if model_path is not None:
             folders = [model_path.parent]
         return to_rows([measurement], folders, device)

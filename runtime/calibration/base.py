@@ -15,13 +15,14 @@ def load_base(name_or_path: str) -> tuple[dict, dict, str, Path]:
     used instead (so re-running a fit never compounds on its own output). Returns the data, its
     line table, the YAML text and the file's path."""
     from runtime.ir.errors import ProfileError
+    from runtime.ir.files import read_text
     from sim.profile import resolve
 
     path = resolve(name_or_path)
     for _ in range(2):
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
+            text = read_text(path)   # a FIFO or a device is refused, not read forever
+        except (OSError, UnicodeDecodeError) as exc:
             raise ProfileError(f"{path}: cannot read the profile: {exc}") from None
         data, lines = parse(text, str(path), ProfileError)
         prior = _prior_of(data, lines, path)

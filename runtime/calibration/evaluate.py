@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from runtime.calibration.rows import DELEGATES, Row, model_key
-from runtime.ir.errors import TestbedError
+from runtime.ir.errors import DelegateError, TestbedError
 from runtime.ir.yamlcheck import Key, dotted
 from sim.charge import Pricer
 
@@ -93,7 +93,10 @@ class RowSim:
         from delegates.registry import parse_flags
         from runtime.interpreter.api import Interpreter
 
-        delegates, rest = parse_flags(list(DELEGATES[row.delegate]) + list(row.flags), profile)
+        try:
+            delegates, rest = parse_flags(list(DELEGATES[row.delegate]) + list(row.flags), profile)
+        except DelegateError as exc:   # a flag's value: the message names the flag, not the row
+            raise CalibrationError(f"{row.source}: flags: {exc}") from None
         if rest:
             raise CalibrationError(f"{row.source}: unknown delegate flags {' '.join(rest)}")
         refused = [d.platform_refusal for d in delegates if d.platform_refusal]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from delegates.kinds import DelegateKind
-from runtime.calibration.rows import OpSplit, Row
+from runtime.calibration.rows import OpSplit, Row, model_key
 
 __all__ = ["SplitCheck", "SplitSummary", "AIHUB_FLAGS", "simulated_split", "check_splits", "summarize"]
 
@@ -83,14 +83,15 @@ def check_splits(rows: Iterable[Row], graph_of: Callable[[Row], object], profile
                  on_row: Callable[[int, int, str], None] | None = None) -> list[SplitCheck]:
     """A SplitCheck for every row that reports a split (one partitioning per distinct model)."""
     wanted = [r for r in rows if r.split is not None]
-    splits: dict[str, OpSplit] = {}
+    splits: dict[tuple, OpSplit] = {}
     out = []
     for n, row in enumerate(wanted):
         if on_row:
             on_row(n, len(wanted), row.label)
-        if row.model not in splits:
-            splits[row.model] = simulated_split(graph_of(row), profile)
-        out.append(SplitCheck(row, splits[row.model]))
+        key = model_key(row)   # a zoo model's arguments and quantization make another graph
+        if key not in splits:
+            splits[key] = simulated_split(graph_of(row), profile)
+        out.append(SplitCheck(row, splits[key]))
     return out
 
 

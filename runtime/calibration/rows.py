@@ -164,7 +164,31 @@ def _flags(text: str, where: str) -> tuple[str, ...]:
     for flag in flags:
         if not flag.startswith("--") or len(flag) < 3:
             raise MeasurementError(f"{where}: flags: {flag!r} is not a --flag")
+        refused = _refused_flag(flag)
+        if refused:
+            raise MeasurementError(f"{where}: flags: {flag[:80]!r} {refused}; a measurement row may not")
     return flags
+
+
+# Flags whose values the delegates write their compilation cache to (a folder anywhere).
+_CACHE_FLAGS = ("delegate_serialize_dir", "qnn_cache_dir")
+
+
+def _refused_flag(flag: str) -> str | None:
+    """Why a row's flag would run code or write files (the fit only times inferences), or None. An
+    external delegate is imported and called; only Qualcomm's QNN library, which the built-in QNN
+    delegate stands for, runs nothing."""
+    from delegates.qnn import is_qnn_library
+
+    name, _, value = flag[2:].partition("=")
+    if name in _CACHE_FLAGS:
+        return "names a folder to write a compilation cache to"
+    if name == "external_delegate_path" and not is_qnn_library(value):
+        return "names an external delegate, whose code would run"
+    if name == "external_delegate_options":   # key:value;key:value, as the QNN library reads them
+        keys = {item.partition(":")[0].strip() for item in value.split(";")}
+        return "names a folder to write a compilation cache to" if "cache_dir" in keys else None
+    return None
 
 
 def _split(raw: Mapping[str, str], where: str) -> OpSplit | None:

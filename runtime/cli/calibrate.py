@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import yaml
 
 from runtime.calibration.band import error_band
 from runtime.calibration.evaluate import CalibrationError, Evaluator, OnStep
@@ -61,7 +63,7 @@ def row_models(row: Row):
     from runtime.ir.yamlcheck import freeze
 
     try:
-        if row.model.endswith((".tflite", ".tflite.xz")) or os.sep in row.model:
+        if names_a_file(row):
             return build_model(ModelSpec(path=local_model_path(row)))
         return build_model(ModelSpec(zoo=row.model, args=freeze(dict(row.args)),
                                      quantization=Quantization(row.quantization)))
@@ -69,6 +71,11 @@ def row_models(row: Row):
         raise
     except (ValueError, OSError) as exc:
         raise CalibrationError(f"{row.source}: model {row.label}: {exc}") from None
+
+
+def names_a_file(row: Row) -> bool:
+    """Whether a row's model is a .tflite file (else a zoo name)."""
+    return row.model.endswith((".tflite", ".tflite.xz")) or os.sep in row.model
 
 
 def local_model_path(row: Row) -> Path:
@@ -85,15 +92,22 @@ def local_model_path(row: Row) -> Path:
                            f"or in the current folder)")
 
 
-def calibrate_files(paths: Sequence[str], base: str, device: str | None = None, model: str | None = None,
-                    on_row: OnStep | None = None):
-    """Rows of the files, the base profile (data, lines, text, path) and an Evaluator over them
-    (`on_row(done, rows, label)` as each row's model is built)."""
-    data, lines, text, path = load_base(base)
-    files = [read_file(p, device or data["name"], model) for p in paths]
+def read_rows(paths: Sequence[str], device: str, model: str | None) -> list[Row]:
+    """Every file's rows; the published measurements that gave none are printed, one `skipped:` line each."""
+    files = [read_file(p, device, model) for p in paths]
     for line in (s for f in files for s in f.skipped):   # AI Hub rows without a model file here: said, not dropped
         print(f"skipped: {line}", file=sys.stderr)
-    rows = [r for f in files for r in f.rows]
+    return [r for f in files for r in f.rows]
+
+
+def calibrate_files(paths: Sequence[str], base: str, device: str | None = None, model: str | None = None,
+                    on_row: OnStep | None = None, output: str | None = None):
+    """Rows of the files, the base profile (data, lines, text, path) and an Evaluator over them
+    (`on_row(done, rows, label)` as each row's model is built); `output`, the profile to be written,
+    must not be a row's model file (checked before any model is built)."""
+    data, lines, text, path = load_base(base)
+    rows = read_rows(paths, device or data["name"], model)
+    check_not_a_model(output, rows)
     if len(rows) > MAX_ROWS:
         raise MeasurementError(f"{len(rows)} measurement rows in {len(paths)} files, over the limit of {MAX_ROWS} "
                                f"(calibrate from a subset)")
@@ -134,13 +148,42 @@ def check_output(output: str | None) -> None:
 
 def check_not_an_input(output: str | None, measurements: Sequence[str], base: str) -> None:
     """-o must not name a file the fit reads: a measurement file would be replaced by the profile, and the
-    base profile would name itself as its prior (and its prior values would be gone)."""
+    base profile (or the prior a calibrated base names) would name itself as its prior (and its prior
+    values would be gone)."""
     if output is None:
         return
-    for what, path in [*(("measurement file", m) for m in measurements), ("--base profile", base)]:
+    prior = load_base(base)[3]
+    for what, path in [*(("measurement file", m) for m in measurements), ("--base profile", base),
+                       ("prior profile", prior)]:
         if same_file(output, path):   # a shipped profile's name (--base pixel4) names no file here
             raise TestbedError(f"cannot write {output}: it is the {what} {path}; give the fitted profile a "
                                f"file name of its own")
+
+
+def check_profile_text(output: str | None, base: str, device: str | None) -> None:
+    """The written profile names its prior by path and the phone by --device: both must be text a
+    UTF-8 file can hold (a file name of Latin-1 bytes is not), checked before the fit, not after."""
+    if output is None:
+        return
+    prior = _relative(load_base(base)[3], Path(output).parent)
+    for what, value in (("the prior profile's path", prior), ("--device", device or "")):
+        if value != _readable(value):
+            raise TestbedError(f"cannot write {output}: {what} {value!r} is not UTF-8 text, which the profile "
+                               f"must hold as it is")
+
+
+def check_not_a_model(output: str | None, rows: Sequence[Row]) -> None:
+    """-o must not name a row's model file, which the profile would replace."""
+    if output is None:
+        return
+    for row in filter(names_a_file, rows):
+        try:
+            path = local_model_path(row)
+        except (CalibrationError, OSError):   # not found: the model's build says so, naming the row
+            continue
+        if same_file(output, path):
+            raise TestbedError(f"cannot write {output}: it is the model file of {row.source}; give the "
+                               f"fitted profile a file name of its own")
 
 
 def cmd_calibrate(args, extra=None) -> int:
@@ -148,6 +191,7 @@ def cmd_calibrate(args, extra=None) -> int:
         raise CalibrationError(f"--max_nfev must be in 1..10000, got {args.max_nfev}")
     check_output(args.output)
     check_not_an_input(args.output, args.measurements, args.base)
+    check_profile_text(args.output, args.base, args.device)
     prog = args.parser.prog
     if args.op_split:
         return _op_split(args, prog)
@@ -155,7 +199,7 @@ def cmd_calibrate(args, extra=None) -> int:
     # the fit's simulations of the row set, the cross-validation's folds
     with Progress(prog, "row", delay=PROGRESS_DELAY_S, leave=False) as progress:
         rows, (data, lines, text, path), evaluator, params = calibrate_files(
-            args.measurements, args.base, args.device, args.model, progress)
+            args.measurements, args.base, args.device, args.model, progress, args.output)
     with Progress(prog, "simulation", delay=PROGRESS_DELAY_S, leave=False) as progress:
         prior = evaluator.run(params, [p.prior for p in params])
         result = fit(evaluator, params, max_nfev=args.max_nfev, on_run=progress)
@@ -174,7 +218,7 @@ def cmd_calibrate(args, extra=None) -> int:
     if args.output:
         from runtime.ir.atomic import write_text
 
-        source = ", ".join(_relative(Path(p), Path(args.output).parent) for p in args.measurements)
+        source = ", ".join(_readable(_relative(Path(p), Path(args.output).parent)) for p in args.measurements)
         try:
             write_text(args.output, render_profile(text, lines, result, source,
                                                    _relative(path, Path(args.output).parent),
@@ -191,7 +235,9 @@ def _op_split(args, prog: str) -> int:
     from sim.profile import profile_from_dict
 
     data, _, _, path = load_base(args.base)
-    rows = [r for p in args.measurements for r in read_file(p, args.device or data["name"], args.model).rows]
+    rows = read_rows(args.measurements, args.device or data["name"], args.model)
+    if not rows:
+        raise CalibrationError("no measurement row to check (every one was skipped)")
     if not any(r.split for r in rows):
         raise CalibrationError(f"no row of {', '.join(args.measurements)} reports an op split (npu_ops, gpu_ops, "
                                f"cpu_ops columns, or an AI Hub file)")
@@ -309,6 +355,26 @@ PRIOR_MARK = "# The prior of a calibrated profile:"
 _LINE = re.compile(r"^(?P<head>\s*[\w.-]+:\s*)(?P<value>[^\s#]+)(?P<pad>\s*)(?:#\s?(?P<comment>.*))?$")
 
 
+def _readable(text: str) -> str:
+    """`text` as UTF-8 can hold it: a path's undecodable bytes (kept as surrogates) become U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _one_line(text: str) -> str:
+    """`text` for a comment: a line break in a file name would end the comment and start YAML."""
+    return " ".join(text.splitlines())
+
+
+def _scalar(text: str) -> str:
+    """`text` as a YAML value that reads back as this string: plain where it does, else double-quoted
+    (a name or path holding ': ' or ' #', or starting with '*', '[' or a quote, would not)."""
+    try:
+        plain = yaml.safe_load(f"key: {text}") == {"key": text}
+    except yaml.YAMLError:
+        plain = False
+    return text if plain and text == _one_line(text) else json.dumps(text)
+
+
 def fmt(value: float) -> str:
     text = f"{value:.4g}"
     return text if "e" not in text else f"{value:.6f}".rstrip("0").rstrip(".")
@@ -319,10 +385,11 @@ def render_profile(text: str, lines: dict, result: Fit, source: str, prior: str,
     """The base profile's YAML with every fitted number replaced in place and its comment saying so,
     a `calibration:` section naming the prior and the measurements, the phone's own name when it is
     another phone than the base's, and the cross-validation's `error_band:` section when given."""
-    out = text.splitlines()
+    out, said = text.splitlines(), _one_line(source)   # said: the measurements in a comment
     if name:
         n = lines[("name",)] - 1
-        out[n] = f"name: {name}{' ' * max(1, 31 - len(name))}# the phone measured (the prior is another's)"
+        shown = _scalar(name)
+        out[n] = f"name: {shown}{' ' * max(1, 31 - len(shown))}# the phone measured (the prior is another's)"
     rows = len(result.rows)
     for k, (p, value) in enumerate(zip(result.params, result.values)):
         if not result.is_informed(k):   # no row moved with it: the prior's line, as it was
@@ -335,14 +402,14 @@ def render_profile(text: str, lines: dict, result: Fit, source: str, prior: str,
         was = re.sub(r"^(assumed|fitted|derived|spec)[^:]*:\s*", "", was)
         head = m.group("head")
         line = f"{head}{fmt(value)}"
-        out[n] = f"{line:{max(len(line) + 1, 32)}s}# fitted: {source} ({rows} rows); prior {fmt(p.prior)}" + \
+        out[n] = f"{line:{max(len(line) + 1, 32)}s}# fitted: {said} ({rows} rows); prior {fmt(p.prior)}" + \
                  (f" ({was})" if was else "")
-    out = [f"# Calibrated: dtb calibrate fitted this file's numbers marked \"fitted\" to {source}, from {prior}."
-           if ln.startswith(PRIOR_MARK) else ln for ln in out]
+    mark = f"# Calibrated: dtb calibrate fitted this file's numbers marked \"fitted\" to {said}, from {_one_line(prior)}."
+    out = [mark if ln.startswith(PRIOR_MARK) else ln for ln in out]
     out = [ln for ln in out if not ln.startswith("calibration:") and not ln.startswith("  prior:")
            and not ln.startswith("  measurements:") and not ln.startswith("  rows:")]
     out += ["", "calibration:                    # written by dtb calibrate; refit with it from the prior",
-            f"  prior: {prior}", f"  measurements: {source}",
+            f"  prior: {_scalar(prior)}", f"  measurements: {_scalar(source)}",
             f"  rows: {rows:<26d}# fitted: measurement rows the fit used"]
     if band is not None:
         out += ["", *render_error_band(band)]
