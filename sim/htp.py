@@ -37,7 +37,7 @@ class Htp:
 # gives one a lane: vrmpy multiplies four 8-bit pairs into each 32-bit lane, 128 products a 1024-bit
 # vector, and a float16 lane multiplies one pair (Hexagon V6x HVX Programmer's Reference: vrmpy; the
 # qf16 vmpy of v68 and later). The 8-bit figure, 4, is assumed from AI Hub's rows, not derived: the
-# S24's fit runs 8-bit depthwise at 2.2 TMAC/s (efficiency 0.54 of 4 x 1024 G), which one product a
+# S24's fit runs 8-bit depthwise at 2.2 TMAC/s (efficiency 0.53 of 4 x 1024 G), which one product a
 # byte slot at the element rate the priors assume (4 contexts x 128 byte lanes x ~2 GHz) cannot
 # reach; where the rest comes from (more multiply slots a packet, contexts or clock than assumed) is
 # not published.
