@@ -4,28 +4,29 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import os
 from pathlib import Path
 from typing import Any, Mapping
 
 from runtime.ir.errors import ProfileError
-from runtime.ir.files import read_text
+from runtime.ir.files import open_regular
 from runtime.ir.optypes import OpType
-from runtime.ir.yamlcheck import Key, parse
+from runtime.ir.yamlcheck import MAX_CHARS, Key, parse
 from sim.band import parse_error_band
 from sim.cost import OpClass, Precision
 from sim.htp import FIRST_HTP
 from sim.htp import Htp
 from sim.mechanisms import Mechanisms
-from sim.profile_derive import base_path, derive
-from sim.profile_parse import (GIGA, MICRO, MILLI, PICO, F, choice, ProfileCtx, fields, flag, parse_fraction,
-                               parse_integer, parse_mapping, parse_names, nonneg, parse_positive, show_value,
-                               parse_table, parse_text)
+from sim.profile_derive import base_names, base_path, derive
+from sim.profile_parse import (GIGA, MICRO, MILLI, PICO, F, choice, ProfileCtx, duration, fields, flag,
+                               parse_fraction, parse_integer, parse_mapping, parse_names, nonneg, parse_positive,
+                               parse_scale, show_value, parse_table, parse_text)
 from sim.spec import CopySpec, DramSpec, NnapiDeviceSpec, Profile, UnitKind, UnitSpec
 from sim.thermal_profile import check_units, parse_thermal
 
-__all__ = ["load_profile", "list_profiles", "with_api_level", "profile_from_dict", "DriverPreference", "Platform",
-           "EXTRAS", "PROFILE_DIR"]
+__all__ = ["load_profile", "list_profiles", "with_api_level", "profile_from_dict", "profile_files", "read_profile_text",
+           "DriverPreference", "Platform", "EXTRAS", "PROFILE_DIR"]
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 
@@ -66,7 +67,7 @@ EXTRAS: Mapping[UnitKind, Mapping[str, str]] = {
 def _pair(ctx: ProfileCtx, value: Any, path: Key) -> tuple[float, float]:
     if not isinstance(value, list) or len(value) != 2:
         raise ctx.fail(path, f"must be a [rate scale, power scale] pair, got {show_value(value)}")
-    return tuple(parse_positive()(ctx, v, path + (i,)) for i, v in enumerate(value))
+    return tuple(parse_scale()(ctx, v, path + (i,)) for i, v in enumerate(value))
 
 
 def _preferences(ctx: ProfileCtx, value: Any, path: Key) -> dict[str, tuple[float, float]]:
@@ -75,54 +76,63 @@ def _preferences(ctx: ProfileCtx, value: Any, path: Key) -> dict[str, tuple[floa
 
 
 def _extras(ctx: ProfileCtx, value: Any, path: Key) -> dict[str, float]:
-    return {k: parse_positive()(ctx, v, path + (k,)) for k, v in parse_mapping(ctx, value, path).items()}
+    """Positive numbers; a *_scale one multiplies the unit's rate, power or dispatch."""
+    return {k: (parse_scale() if k.endswith("_scale") else parse_positive())(ctx, v, path + (k,))
+            for k, v in parse_mapping(ctx, value, path).items()}
 
+
+# Counts the simulator builds or pads by: a unit's cores beyond the most threads a run asks for
+# (runtime.limits.counts.MAX_THREADS) are never used, each copy engine is an object of the simulation, and a
+# tile, alignment or vector of more than MAX_WIDTH elements or bytes is no phone's (an integer of 400 digits
+# made an OverflowError, copy engines of 10**8 filled the memory).
+MAX_CORES = MAX_ENGINES = 64
+MAX_WIDTH = 1024
 
 _DRAM = {"bandwidth_gbs": F("bandwidth", True, parse_positive(times=GIGA)),
          "pj_per_byte": F("energy_per_byte", True, nonneg(per=PICO)),
          "idle_w": F("idle_w", False, nonneg())}
 _COPY = {"bandwidth_gbs": F("bandwidth", True, parse_positive(times=GIGA)),
-         "sync_us": F("sync_s", True, nonneg(per=MICRO)),
-         "engines": F("engines", False, parse_integer(1))}
+         "sync_us": F("sync_s", True, duration(MICRO)),
+         "engines": F("engines", False, parse_integer(1, MAX_ENGINES))}
 _UNIT = {"kind": F("kind", True, choice(UnitKind, "unit kind")),
-         "cores": F("cores", False, parse_integer(1)),
+         "cores": F("cores", False, parse_integer(1, MAX_CORES)),
          "gmacs": F("macs_per_s", True, parse_table(Precision, "precision", parse_positive(times=GIGA))),
          "gelems": F("elem_per_s", True, parse_table(Precision, "precision", parse_positive(times=GIGA))),
          "bandwidth_gbs": F("bandwidth", True, parse_positive(times=GIGA)),
-         "dispatch_us": F("dispatch_s", True, nonneg(per=MICRO)),
+         "dispatch_us": F("dispatch_s", True, duration(MICRO)),
          "active_w": F("active_w", True, lambda ctx, v, p: v),   # checked once the precisions are known
          "idle_w": F("idle_w", True, nonneg()),
          "efficiency": F("efficiency", False, parse_table(OpClass, "op class", parse_fraction)),
-         "init_ms": F("init_s", False, nonneg(per=MILLI)),
-         "cached_init_ms": F("cached_init_s", False, nonneg(per=MILLI)),
-         "invoke_us": F("invoke_s", False, nonneg(per=MICRO)),
-         "channel_align": F("channel_align", False, parse_integer(1)),
+         "init_ms": F("init_s", False, duration(MILLI)),
+         "cached_init_ms": F("cached_init_s", False, duration(MILLI)),
+         "invoke_us": F("invoke_s", False, duration(MICRO)),
+         "channel_align": F("channel_align", False, parse_integer(1, MAX_WIDTH)),
          "convert_gbs": F("convert_per_s", False, parse_positive(times=GIGA)),
          "extras": F("extras", False, _extras),
          "mechanisms": F("mech", False, lambda ctx, v, p: _mechanisms(ctx, v, p))}
 def _tile(ctx: ProfileCtx, value: Any, path: Key) -> tuple[int, int]:
     if not isinstance(value, list) or len(value) != 2:
         raise ctx.fail(path, f"must be a [rows, columns] pair, got {show_value(value)}")
-    return tuple(parse_integer(1)(ctx, v, path + (i,)) for i, v in enumerate(value))
+    return tuple(parse_integer(1, MAX_WIDTH)(ctx, v, path + (i,)) for i, v in enumerate(value))
 
 
 KIBI = 1024
-_MECH = {"join_us": F("join_s", False, nonneg(per=MICRO)),
+_MECH = {"join_us": F("join_s", False, duration(MICRO)),
          "gemm_tile": F("gemm_tile", False, _tile),
          "gemm_depth_overhead": F("gemm_depth_overhead", False, nonneg()),
-         "vector_bytes": F("vector_bytes", False, parse_integer(1)),
+         "vector_bytes": F("vector_bytes", False, parse_integer(1, MAX_WIDTH)),
          "cache_kb": F("cache_bytes", False, nonneg(times=KIBI)),
          "cache_gbs": F("cache_bandwidth", False, parse_positive(times=GIGA)),
          "occupancy_items": F("occupancy_items", False, nonneg()),
          "im2col": F("im2col", False, flag),
-         "im2col_row_ns": F("im2col_row_s", False, nonneg(per=1e9)),
+         "im2col_row_ns": F("im2col_row_s", False, duration(1e9)),
          "winograd_min_slices": F("winograd_min_slices", False, parse_integer(0)),
          "winograd_min_tiles": F("winograd_min_tiles", False, parse_integer(0))}
 
 
 MEBI = 1 << 20
 # The Hexagon NPU's mechanisms (sim/htp.py), allowed only on a dsp unit with an HTP (htp_arch >= 68).
-_HTP = {"hmx_depth": F("depth_tile", False, parse_integer(1)),
+_HTP = {"hmx_depth": F("depth_tile", False, parse_integer(1, MAX_WIDTH)),
         "crouton_int8": F("block_int8", False, _tile),
         "crouton_fp16": F("block_fp16", False, _tile),
         "vtcm_mb": F("vtcm_bytes", False, nonneg(times=MEBI)),
@@ -156,10 +166,10 @@ _DEVICE = {"name": F("name", True, parse_text),
            "feature_level": F("feature_level", True, parse_integer(27)),
            "ops": F("ops", True, parse_names(OpType, "op type", by_name=True)),
            "precisions": F("precisions", True, parse_names(Precision, "precision")),
-           "compile_ms": F("compile_s", False, nonneg(per=MILLI)),
-           "cached_compile_ms": F("cached_compile_s", False, nonneg(per=MILLI)),
-           "execution_us": F("execution_s", False, nonneg(per=MICRO)),
-           "rate_scale": F("rate_scale", False, parse_positive()),
+           "compile_ms": F("compile_s", False, duration(MILLI)),
+           "cached_compile_ms": F("cached_compile_s", False, duration(MILLI)),
+           "execution_us": F("execution_s", False, duration(MICRO)),
+           "rate_scale": F("rate_scale", False, parse_scale()),
            "preference": F("preference", False, lambda ctx, v, p: _preferences(ctx, v, p))}
 _NNAPI = {"devices": F("devices", True, lambda ctx, v, p: _devices(ctx, v, p))}
 _TOP = {"name": F("name", True, parse_text),
@@ -314,25 +324,67 @@ def load_profile(name_or_path: str | os.PathLike) -> Profile:
     path = resolve(name_or_path)
     source = str(path)
     try:
-        text = read_text(path)   # a FIFO or a device is refused, not read forever
+        text = read_profile_text(path)   # a FIFO or a device is refused, not read forever
     except FileNotFoundError:
         raise ProfileError(f"{source}: no such profile file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ProfileError(f"{source}: cannot read the profile: {exc}") from None
     data, lines = parse(text, source, ProfileError)
     if isinstance(data, dict) and "derive" in data:   # another phone's profile and published differences
-        data = derive(ProfileCtx(source, lines), data, PROFILE_DIR, _base_data)
+        data, lines = derive(ProfileCtx(source, lines), data, PROFILE_DIR, _base_data)
     return profile_from_dict(data, source, lines)
+
+
+# A profile holds at most MAX_CHARS characters, of at most 4 UTF-8 bytes each: reading stops after that
+# many bytes (a 3 GB file was read whole before its length was refused).
+MAX_BYTES = 4 * MAX_CHARS
+
+
+def read_profile_text(path: Path) -> str:
+    """A profile file's text (universal newlines), from a regular file of at most MAX_BYTES bytes of
+    UTF-8; OSError as opening it raises (NotRegularFile for a FIFO, a device or a folder)."""
+    with open_regular(path) as f:
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise ProfileError(f"{path}:1: the file is over {MAX_BYTES:,} bytes; the limit is {MAX_CHARS:,} characters")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ProfileError(f"{path}:{line}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _base_data(path: Path) -> Any:
     """A derived profile's base as plain data, checked first so its errors name its own file and line;
-    a base that derives in turn is refused (no chains, no cycles)."""
-    data = parse(read_text(path), str(path), ProfileError)[0]
-    if isinstance(data, dict) and "derive" in data:
-        raise ProfileError(f"{path}: derives from another profile itself; derive from a plain profile")
-    load_profile(path)
+    one that derives in turn is returned unchecked, for `derive` to refuse (no chains, no cycles)."""
+    data = parse(read_profile_text(path), str(path), ProfileError)[0]
+    if not (isinstance(data, dict) and "derive" in data):
+        load_profile(path)
     return data
+
+
+def profile_files(path: Path) -> tuple[Path, ...]:
+    """The files a profile's figures are read from: the file and, for a derived profile, its base; what
+    a cache of its results must compare, so a refitted base is not taken for the same phone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (Path(path),)
+    name = _base_name(str(path), st.st_mtime_ns, st.st_size)
+    return (Path(path),) if name is None else (Path(path), base_path(PROFILE_DIR, name))
+
+
+@functools.lru_cache(maxsize=256)
+def _base_name(path: str, mtime_ns: int, size: int) -> str | None:
+    """The shipped profile a version of a file derives from; None for a plain or unreadable one."""
+    try:
+        data = parse(read_profile_text(Path(path)), path, ProfileError)[0]
+    except (OSError, ProfileError):   # loading it says what is wrong
+        return None
+    spec = data.get("derive") if isinstance(data, dict) else None
+    name = spec.get("base") if isinstance(spec, dict) else None
+    return name if isinstance(name, str) and name in base_names(PROFILE_DIR) else None
 
 
 def resolve(name_or_path: str | os.PathLike) -> Path:

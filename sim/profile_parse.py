@@ -54,16 +54,31 @@ def parse_number(ctx: ProfileCtx, value: Any, path: Key, want: str, ok: Callable
     return float(value)
 
 
+# Every figure lies in [LEAST, MOST] in the YAML's units (0 too where 0 is allowed): the simulator
+# multiplies and divides figures (work by a rate times an efficiency times a scale, a time by a power), and
+# beyond that window a product overflows to inf or vanishes to 0 as a float (1e-320 GB/s made a
+# ZeroDivisionError, a 1e293 us dispatch at 1e299 W an infinite energy).
+LEAST, MOST = 1e-9, 1e9
+# A fixed cost longer than an hour is no phone's (runtime.interpreter.hook_values.MAX_SECONDS refuses it
+# from a delegate, without naming the profile key that set it).
+MAX_SECONDS = 3600.0
+# A factor the profile puts on a unit's rate, power or dispatch (a backend's, a preference's): a delegate
+# multiplies two of them in the answer runtime.interpreter.hook_values holds to MAX_SCALE (1e6).
+MAX_FACTOR = 1e3
+
+
 # Dividing by an exact power of ten rounds once, so 2 us becomes 2e-6 exactly as written.
-def _converted(want: str, ok: Callable[[float], bool], times: float, per: float) -> Check:
-    """A number in a human unit, converted to SI; one the conversion would take past parse_number's
-    bound (9e299 GB/s is 9e308 bytes/s: infinite as a float, NaN once the simulator divides by it)
-    is refused with the largest the key takes."""
+def _converted(want: str, ok: Callable[[float], bool], times: float, per: float, most: float = MOST) -> Check:
+    """A number in a human unit, converted to SI, within [LEAST, most] (or 0 where `ok` takes it);
+    one outside is refused with the bound it crossed."""
     def check(ctx: ProfileCtx, value: Any, path: Key) -> float:
-        si = parse_number(ctx, value, path, want, ok) * times / per
-        if not abs(si) < 1e300:
-            raise ctx.fail(path, f"must be {want} below {1e300 * per / times:g}, got {show_value(value)}")
-        return si
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > most:   # inf too
+            raise ctx.fail(path, f"must be {want} of at most {most:g}, got {show_value(value)}")
+        number = parse_number(ctx, value, path, want, ok)
+        if 0 < number < LEAST:
+            zero = " (or 0)" if ok(0) else ""
+            raise ctx.fail(path, f"must be {want} of at least {LEAST:g}{zero}, got {show_value(value)}")
+        return number * times / per
     return check
 
 
@@ -75,14 +90,26 @@ def nonneg(times: float = 1.0, per: float = 1.0) -> Check:
     return _converted("a number >= 0", lambda x: x >= 0, times, per)
 
 
+def parse_scale() -> Check:
+    return _converted("a positive number", lambda x: x > 0, 1.0, 1.0, MAX_FACTOR)
+
+
+def duration(per: float, positive: bool = False) -> Check:
+    """A time in a unit of `per` per second (MICRO for us), at most an hour and at most MOST."""
+    want, ok = ("a positive number", lambda x: x > 0) if positive else ("a number >= 0", lambda x: x >= 0)
+    return _converted(want, ok, 1.0, per, min(MOST, MAX_SECONDS * per))
+
+
 def parse_fraction(ctx: ProfileCtx, value: Any, path: Key) -> float:
-    return parse_number(ctx, value, path, "a fraction in (0, 1]", lambda x: 0 < x <= 1)
+    return _converted("a fraction in (0, 1]", lambda x: 0 < x <= 1, 1.0, 1.0)(ctx, value, path)
 
 
-def parse_integer(least: int) -> Check:
+def parse_integer(least: int, most: int | None = None) -> Check:
     def check(ctx: ProfileCtx, value: Any, path: Key) -> int:
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ctx.fail(path, f"must be an integer >= {least}, got {show_value(value)}")
+        if most is not None and value > most:
+            raise ctx.fail(path, f"must be an integer in [{least}, {most}], got {show_value(value)}")
         return value
     return check
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from runtime.ir.yamlcheck import Key
-from sim.profile_parse import (MILLI, ProfileCtx, F, fields, parse_integer, parse_mapping, parse_number,
+from sim.profile_parse import (MILLI, ProfileCtx, F, duration, fields, parse_integer, parse_mapping, parse_number,
                                parse_positive, show_value, parse_text)
 from sim.thermal import SENSORS, Level, Network, ThermalSpec, Trip, UnitThermal
 
@@ -64,8 +64,8 @@ def _unit(ctx: ProfileCtx, name: str, value: Any, path: Key) -> UnitThermal:
 
 
 _TOP = {"ambient_c": F("ambient_c", True, lambda ctx, v, p: parse_number(ctx, v, p, "a temperature", lambda x: -50 < x < 80)),
-        "tick_ms": F("tick_s", True, parse_positive(per=MILLI)),
-        "governor_ms": F("governor_s", True, parse_positive(per=MILLI)),
+        "tick_ms": F("tick_s", True, duration(MILLI, positive=True)),
+        "governor_ms": F("governor_s", True, duration(MILLI, positive=True)),
         "die": F("die", True, _node),
         "skin": F("skin", True, _node),
         "units": F("units", False, lambda ctx, v, p: parse_mapping(ctx, v, p))}

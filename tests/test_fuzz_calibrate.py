@@ -237,6 +237,10 @@ BASES = {
     "prior a mapping": ("name: x\ncalibration:\n  prior: {a: 1}\n", "calibration.prior: must be a profile"),
     "prior a folder": ("name: x\ncalibration:\n  prior: .\n", "cannot read the profile"),
     "prior missing": ("name: x\ncalibration:\n  prior: nowhere.yaml\n", "cannot read the profile"),
+    # refused as `derive: unknown key`, with no line, as if a derived profile were not a profile
+    "derived": ("name: x\ndescription: x\nderive:\n  base: pixel3\n",
+                ":3: derive: a derived profile cannot be a calibration base: its figures are its base's, scaled; give "
+                "its base 'pixel3' as --base"),
 }
 
 
@@ -453,6 +457,20 @@ def test_a_log_whose_model_file_is_missing_says_so_once(tmp_path, capsys):
     code, line = _calibrate(capsys, tmp_path / "b.log", "--base", "pixel3", "--max_nfev", "1")
     assert code == 1 and line == (f"dtb calibrate: error: {tmp_path / 'b.log'}:2: model missing.tflite not found "
                                   f"(nor missing.tflite beside the measurements or in the current folder)"), line
+
+
+def test_a_fifo_as_the_base_profile_exits_1_without_hanging(tmp_path):
+    """--base was read with Path.read_text: a FIFO waited for a writer forever (and /dev/zero filled the memory)."""
+    (tmp_path / "m.csv").write_text(_csv(GOOD))
+    fifo = tmp_path / "base.yaml"
+    os.mkfifo(fifo)
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "runtime.cli.main", "calibrate", str(tmp_path / "m.csv"), "--base",
+                           str(fifo)], capture_output=True, text=True, timeout=120, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == f"dtb calibrate: error: {fifo}: cannot read the profile: it is a FIFO, not a " \
+                                  f"regular file", done.stderr
 
 
 def test_a_fifo_on_the_real_command_line_exits_1_without_hanging(tmp_path):

@@ -103,6 +103,14 @@ def test_a_derived_profile_follows_its_base(tmp_path, monkeypatch):
     ({"base": "sd8_elite_qrd", "scale": {"units.gpu.gmacs": 1.1}}, r"must be a \[new, old\] pair"),
     ({"base": "sd8_elite_qrd", "scale": {"units.gpu.kind": [1, 2]}}, r"is not a number or a mapping of numbers"),
     ({"base": "sd8_elite_qrd", "sclae": {}}, r"derive\.sclae: unknown key"),
+    # a name the file system refuses was an OSError (File name too long); a base is a shipped name, never a path
+    ({"base": "a" * 300}, r"bad\.yaml:\d+: derive\.base: no profile 'a+\.\.\.a+' to derive from; a base is a shipped"),
+    ({"base": "../profiles/pixel4"}, r"derive\.base: no profile '\.\./profiles/pixel4' to derive from"),
+    # a base that derives named the base's file, with no line or key of the file that names it
+    ({"base": "galaxy_s25"}, r"bad\.yaml:\d+: derive\.base: galaxy_s25 derives from another profile itself"),
+    # overlapping scales multiplied the GPU's float32 rate twice, silently
+    ({"base": "sd8_elite_qrd", "scale": {"units.gpu.gmacs": [2, 1], "units.gpu.gmacs.float32": [2, 1]}},
+     r"derive\.scale\.units\.gpu\.gmacs\.float32: overlaps the scale of units\.gpu\.gmacs"),
     # an infinite factor was blamed on the base's number it made infinite (units.gpu.gmacs.float32, line 1)
     ({"base": "sd8_elite_qrd", "scale": {"units.gpu.gmacs": [1e299, 1e-299]}},
      r"bad\.yaml:\d+: derive\.scale\.units\.gpu\.gmacs: 1e\+299 / 1e-299 is not a factor a float can hold"),
@@ -112,6 +120,63 @@ def test_a_bad_derive_names_its_key(tmp_path, derive, message):
     path.write_text(yaml.safe_dump({"name": "bad", "description": "a bad derived phone", "derive": derive}))
     with pytest.raises(ProfileError, match=message):
         load_profile(str(path))
+
+
+DERIVED = """\
+name: mine
+description: a phone derived from the Pixel 4
+derive:
+  base: pixel4
+  scale:
+    units.gpu: [2, 1]
+"""
+
+
+def _line(text: str, fragment: str) -> int:
+    return next(n for n, line in enumerate(text.splitlines(), 1) if fragment in line)
+
+
+def _derive_error(tmp_path, text: str) -> str:
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    with pytest.raises(ProfileError) as info:
+        load_profile(str(path))
+    return str(info.value)
+
+
+def test_a_scaled_figure_a_key_refuses_names_the_scale_line(tmp_path):
+    """Scaling every number of the GPU doubles its channel_align to 8.0, which is no integer: the error
+    named the base's key at line 1 of the derived file; it names the line of the scale that made it."""
+    error = _derive_error(tmp_path, DERIVED)
+    assert error.startswith(f"{tmp_path / 'mine.yaml'}:{_line(DERIVED, 'units.gpu:')}: units.gpu.channel_align: "
+                            f"must be an integer >= 1, got 8.0"), error
+
+
+def test_a_figure_the_base_gives_points_at_derive_base(tmp_path):
+    """The file's own units replace the Pixel 4's, whose NNAPI devices name units no longer there."""
+    text = DERIVED.replace("  scale:\n    units.gpu: [2, 1]\n", "") + (
+        "units:\n  cpu: {kind: cpu, gmacs: {float32: 1}, gelems: {float32: 1}, bandwidth_gbs: 1, dispatch_us: 1, "
+        "active_w: 1, idle_w: 0}\n")
+    error = _derive_error(tmp_path, text)
+    assert f"mine.yaml:{_line(text, 'base: pixel4')}: nnapi.devices[0].unit: names unit" in error, error
+
+
+def test_a_scale_of_a_section_the_file_sets_itself_is_refused(tmp_path):
+    """The file's units replaced the base's whole section, and the scale of units.gpu went with it, silently."""
+    text = DERIVED.replace("units.gpu: [2, 1]", "units.gpu.gmacs: [2, 1]") + (
+        "units:\n  cpu: {kind: cpu, gmacs: {float32: 1}, gelems: {float32: 1}, bandwidth_gbs: 1, dispatch_us: 1, "
+        "active_w: 1, idle_w: 0}\n")
+    error = _derive_error(tmp_path, text)
+    assert f"mine.yaml:{_line(text, 'units.gpu.gmacs')}: derive.scale.units.gpu.gmacs: the file sets units " \
+           f"itself" in error, error
+
+
+@pytest.mark.parametrize("key", ["name", "description"])
+def test_a_derived_profile_names_and_describes_its_own_phone(tmp_path, key):
+    """Without its own name, the derived phone's records were labelled pixel4 beside the Pixel 4's."""
+    text = "".join(line + "\n" for line in DERIVED.splitlines() if not line.startswith(key)).replace(
+        "units.gpu: [2, 1]", "units.gpu.gmacs: [2, 1]")
+    assert f"mine.yaml:1: {key}: required key is missing: a derived profile names" in _derive_error(tmp_path, text)
 
 
 @pytest.fixture(scope="module")

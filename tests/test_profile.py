@@ -219,7 +219,31 @@ BAD = [
     # 9e299 passes the bound every number has, but not once converted: 9e308 bytes/s is infinite as a
     # float, and the copy time of a partition boundary became NaN (a traceback in `dtb benchmark`)
     bad("bandwidth that overflows in bytes/s", "  bandwidth_gbs: 4\n", "  bandwidth_gbs: 9.0e+299\n",
-        "bandwidth_gbs: 9.0e+299", "copy.bandwidth_gbs", "must be a positive number below 1e+291, got 9e+299"),
+        "bandwidth_gbs: 9.0e+299", "copy.bandwidth_gbs", "must be a positive number of at most 1e+09, got 9e+299"),
+    # Figures outside [1e-9, 1e9] in the YAML's units: each loaded, and the run crashed or reported nonsense.
+    bad("subnormal rate", "gmacs: {float32: 1,", "gmacs: {float32: 1.0e-320,", "float32: 1.0e-320",
+        "units.cpu.gmacs.float32", "must be a positive number of at least 1e-09, got 1e-320"),   # OverflowError
+    bad("vanishing efficiency", "conv: 0.5,", "conv: 1.0e-300,", "conv: 1.0e-300", "units.cpu.efficiency.conv",
+        "must be a fraction in (0, 1] of at least 1e-09"),   # a rate times it was 0: ZeroDivisionError
+    bad("subnormal time", "    dispatch_us: 2\n", "    dispatch_us: 1.0e-320\n", "dispatch_us: 1.0e-320",
+        "units.cpu.dispatch_us", "must be a number >= 0 of at least 1e-09 (or 0)"),
+    bad("power that overflows an energy", "    active_w: 0.5\n", "    active_w: 1.0e+299\n", "active_w: 1.0e+299",
+        "units.cpu.active_w", "must be a number >= 0 of at most 1e+09"),   # energy per inference was inf
+    # a delegate's fixed cost is refused beyond an hour without naming the key: the profile names it
+    bad("init beyond an hour", "    init_ms: 400\n", "    init_ms: 1.0e+7\n", "init_ms: 1.0e+7", "units.gpu.init_ms",
+        "must be a number >= 0 of at most 3.6e+06, got 10000000.0"),
+    bad("scale beyond a thousandfold", "{opengl_rate_scale: 0.5}", "{opengl_rate_scale: 1.0e+4}",
+        "opengl_rate_scale", "units.gpu.extras.opengl_rate_scale", "must be a positive number of at most 1000"),
+    bad("preference beyond a thousandfold", "[0.6, 0.5]", "[0.6, 5000]", "low_power:",
+        "nnapi.devices[0].preference.low_power[1]", "of at most 1000"),
+    # integers without an upper bound: 10**8 copy engines filled the memory, a 400-digit alignment was an
+    # OverflowError
+    bad("copy engines beyond 64", "  sync_us: 50\n", "  sync_us: 50\n  engines: 100000000\n", "engines:",
+        "copy.engines", "must be an integer in [1, 64], got 100000000"),
+    bad("channel alignment of 400 digits", "    channel_align: 4\n", f"    channel_align: {'9' * 400}\n",
+        "channel_align: 999", "units.gpu.channel_align", "must be an integer in [1, 1024]"),
+    bad("cores beyond 64", "    cores: 2\n", "    cores: 1000000\n", "cores: 1000000", "units.cpu.cores",
+        "must be an integer in [1, 64]"),
     bad("zero bandwidth", "    bandwidth_gbs: 12\n", "    bandwidth_gbs: 0\n", "bandwidth_gbs: 0",
         "units.gpu.bandwidth_gbs", "must be a positive number, got 0"),
     bad("negative power", "    idle_w: 0.01\n", "    idle_w: -0.2\n", "idle_w: -0.2", "units.cpu.idle_w",
@@ -317,6 +341,31 @@ def test_an_unknown_bare_name_lists_the_shipped_profiles():
 
 def test_a_directory_is_not_a_profile(tmp_path):
     assert "cannot read the profile" in load_error(tmp_path)
+
+
+def test_a_huge_file_is_refused_without_being_read(tmp_path):
+    """A sparse file of 64 MB (as well 3 GB: a MemoryError) was read and decoded whole before its length
+    was refused."""
+    import tracemalloc
+
+    path = tmp_path / "huge.yaml"
+    with path.open("wb") as f:
+        f.truncate(64 << 20)
+    tracemalloc.start()
+    try:
+        error = load_error(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert error == f"{path}:1: the file is over 4,000,000 bytes; the limit is 1,000,000 characters"
+    assert peak < 16 << 20, peak
+
+
+def test_bytes_that_are_not_utf8_name_their_line(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(BASE.replace("a test phone", "a t\xe9st phone").encode("latin-1"))
+    error = load_error(path)
+    assert error.startswith(f"{path}:{line_of(BASE, 'a test phone')}: not UTF-8 text ("), error
 
 
 def test_an_alias_that_contains_itself_is_an_error_not_a_recursion(tmp_path):

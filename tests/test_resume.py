@@ -179,6 +179,27 @@ def test_a_changed_model_file_is_another_cell(tmp_path):
     assert cell_key(load_scenario(path)[0]) != key
 
 
+def test_a_refitted_base_makes_a_derived_phone_another_cell(tmp_path, monkeypatch):
+    """A derived phone's figures are its base's: the cell key compared the derived file only, so after the base
+    was refitted `--resume` kept the cells of the phone as it was."""
+    import sim.profile as sp
+    from runtime.sweep.cell import cached_profile
+
+    (tmp_path / "priors").mkdir()
+    base = tmp_path / "priors" / "pixel4.yaml"
+    base.write_text((sp.PROFILE_DIR / "priors" / "pixel4.yaml").read_text())
+    monkeypatch.setattr(sp, "PROFILE_DIR", tmp_path)
+    (tmp_path / "mine.yaml").write_text("name: mine\ndescription: mine\nderive:\n  base: pixel4\n")
+    path = tmp_path / "file.yaml"
+    path.write_text("device: ./mine.yaml\nmodel: {zoo: tiny_cnn}\nruns: {warmup: 0, count: 1}\n")
+    cell = load_scenario(path)[0]
+    key, bandwidth = cell_key(cell), cached_profile(cell).dram.bandwidth
+    base.write_text(base.read_text().replace("bandwidth_gbs: ", "bandwidth_gbs: 1", 1))
+    os.utime(base, ns=(time.time_ns() + 10**9,) * 2)
+    assert cell_key(load_scenario(path)[0]) != key
+    assert cached_profile(cell).dram.bandwidth != bandwidth   # nor is the phone read before used again
+
+
 def test_another_scenarios_cells_are_not_replaced_without_overwrite(tmp_path):
     from runtime.sweep.outdir import OutputFolderError
 

@@ -174,6 +174,9 @@ def test_a_ten_minute_gpu_stream_heats_the_phone_until_it_throttles_and_its_late
     ("sensor: skin, at_c: 42,", "sensor: case, at_c: 42,", "thermal.units.gpu.trips[1].sensor", "unknown sensor"),
     ("- [499.2, 0.71]", "- [599.2, 0.71]", "thermal.units.gpu.levels[1][0]", "fastest first"),
     ("c_j_per_k: 25 ", "c_j_per_k: -25 ", "thermal.skin.c_j_per_k", "positive"),
+    # 1e-300 J/K (and K/W) made every temperature NaN, written as null, and no trip ever fired
+    ("c_j_per_k: 3 ", "c_j_per_k: 1.0e-300 ", "thermal.die.c_j_per_k", "of at least 1e-09"),
+    ("tick_ms: 100 ", "tick_ms: 1.0e+300 ", "thermal.tick_ms", "of at most 3.6e+06"),
     ("    gpu:\n      levels:", "    gpu2:\n      levels:", "thermal.units.gpu2", "does not define"),
 ])
 def test_a_bad_thermal_section_names_file_line_and_key(tmp_path: Path, old, new, key, complaint):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -15,14 +16,13 @@ def load_base(name_or_path: str) -> tuple[dict, dict, str, Path]:
     used instead (so re-running a fit never compounds on its own output). Returns the data, its
     line table, the YAML text and the file's path."""
     from runtime.ir.errors import ProfileError
-    from runtime.ir.files import read_text
-    from sim.profile import resolve
+    from sim.profile import read_profile_text, resolve
 
     path = resolve(name_or_path)
     for _ in range(2):
         try:
-            text = read_text(path)   # a FIFO or a device is refused, not read forever
-        except (OSError, UnicodeDecodeError) as exc:
+            text = read_profile_text(path)   # a FIFO or /dev/zero is refused, not read forever
+        except OSError as exc:
             raise ProfileError(f"{path}: cannot read the profile: {exc}") from None
         data, lines = parse(text, str(path), ProfileError)
         prior = _prior_of(data, lines, path)
@@ -42,6 +42,11 @@ def _prior_of(data: Any, lines: Mapping, path: Path) -> str | None:
 
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: a profile must be a mapping of keys, got {type(data).__name__}")
+    if "derive" in data:   # the fit rewrites the numbers of the base's text, which a derived file does not hold
+        base = data["derive"].get("base") if isinstance(data["derive"], dict) else None
+        named = f" {reprlib.repr(base)}" if isinstance(base, str) else ""
+        raise ProfileError(f"{where(('derive',))}: derive: a derived profile cannot be a calibration base: its "
+                           f"figures are its base's, scaled; give its base{named} as --base")
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ProfileError(f"{where(('name',))}: name: must be a non-empty string (the phone's name), got "

@@ -144,12 +144,11 @@ PROFILES: dict[tuple, Any] = {}
 def cached_profile(sc):
     """The cell's phone profile, read once per file version (a 10,000-cell matrix on one phone
     reads its profile once)."""
-    from sim.profile import PROFILE_DIR, load_profile
+    from sim.profile import PROFILE_DIR, load_profile, profile_files
 
     path = sc.device_file or PROFILE_DIR / f"{sc.device}.yaml"
-    try:
-        st = os.stat(path)
-        key = (str(path), st.st_mtime_ns, st.st_size)
+    try:   # a derived phone's base too: a refitted base is another phone
+        key = tuple(_version(p) for p in profile_files(path))
     except OSError:
         return load_profile(sc.device_file or sc.device)   # let the loader say what is wrong
     if key not in PROFILES:
@@ -157,6 +156,11 @@ def cached_profile(sc):
             PROFILES.clear()
         PROFILES[key] = load_profile(sc.device_file or sc.device)
     return PROFILES[key]
+
+
+def _version(path) -> tuple:
+    st = os.stat(path)
+    return str(path), st.st_mtime_ns, st.st_size
 
 
 def cell_profile(sc):

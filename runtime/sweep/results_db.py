@@ -78,10 +78,12 @@ def _canonical(value: Any) -> Any:
 
 
 def _files_of(sc) -> list[Path]:
-    """Every file the cell reads: each Path in its definition but the scenario's own, and its shipped phone."""
-    from sim.profile import PROFILE_DIR
+    """Every file the cell reads: each Path in its definition but the scenario's own, its shipped phone,
+    and the base a derived phone's figures come from."""
+    from sim.profile import PROFILE_DIR, profile_files
 
-    found: list[Path] = [] if sc.device_file else [PROFILE_DIR / f"{sc.device}.yaml"]
+    phone = profile_files(sc.device_file or PROFILE_DIR / f"{sc.device}.yaml")
+    found: list[Path] = list(phone[1:] if sc.device_file else phone)
     stack = [getattr(sc, f.name) for f in dataclasses.fields(sc) if f.name != "source"]
     while stack:
         value = stack.pop()
