@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from runtime.ir.errors import ProfileError
 from runtime.ir.files import open_regular
 from runtime.ir.optypes import OpType
-from runtime.ir.yamlcheck import MAX_CHARS, Key, parse
+from runtime.ir.yamlcheck import MAX_BYTES, MAX_CHARS, Key, parse
 from sim.band import parse_error_band
 from sim.cost import OpClass, Precision
 from sim.htp import FIRST_HTP
@@ -333,11 +333,6 @@ def load_profile(name_or_path: str | os.PathLike) -> Profile:
     if isinstance(data, dict) and "derive" in data:   # another phone's profile and published differences
         data, lines = derive(ProfileCtx(source, lines), data, PROFILE_DIR, _base_data)
     return profile_from_dict(data, source, lines)
-
-
-# A profile holds at most MAX_CHARS characters, of at most 4 UTF-8 bytes each: reading stops after that
-# many bytes (a 3 GB file was read whole before its length was refused).
-MAX_BYTES = 4 * MAX_CHARS
 
 
 def read_profile_text(path: Path) -> str:

@@ -114,6 +114,37 @@ def test_a_huge_file_is_refused_before_it_is_parsed(tmp_path):
     assert "characters long; the limit is 1,000,000" in error_of(path)
 
 
+def _sparse(tmp_path: Path) -> Path:
+    path = tmp_path / "big.yaml"
+    with open(path, "wb") as f:
+        f.truncate(3 << 30)   # sparse: 3 GB of zeros on no disk space; reading it whole took 3 GB of memory
+    return path
+
+
+def _peak_bytes(run) -> tuple[object, int]:
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        return run(), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_file_of_gigabytes_is_refused_without_being_read(tmp_path):
+    path = _sparse(tmp_path)
+    message, peak = _peak_bytes(lambda: error_of(path))
+    assert message == f"{path}: cannot read the scenario: the file is over 4,000,000 bytes", message
+    assert peak < 64 << 20
+
+
+def test_dtb_run_refuses_a_file_of_gigabytes_without_reading_it(tmp_path, capsys):
+    # the matrix guard reads the file before the loader does: both stop at the byte limit
+    path = _sparse(tmp_path)
+    err, peak = _peak_bytes(lambda: one_line_exit_1(capsys, "run", str(path), "-o", str(tmp_path / "out")))
+    assert "the file is over 4,000,000 bytes" in err and peak < 64 << 20, err
+    assert not (tmp_path / "out").exists()
+
+
 # the same parser reads profiles: the same failures are ProfileErrors naming the profile file
 @pytest.mark.parametrize("tail, words", [
     ("extra:\n" + deep(250), "nested more than"),

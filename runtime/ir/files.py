@@ -11,7 +11,7 @@ import os
 import stat
 from typing import IO
 
-__all__ = ["NotRegularFile", "open_regular", "read_bytes", "read_text", "same_file", "special_kind"]
+__all__ = ["NotRegularFile", "FileTooLarge", "open_regular", "read_bytes", "read_text", "same_file", "special_kind"]
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
@@ -58,14 +58,27 @@ def open_regular(path: str | os.PathLike) -> IO[bytes]:
         raise
 
 
-def read_bytes(path: str | os.PathLike) -> bytes:
+class FileTooLarge(OSError):
+    """A file longer than its reader takes (read no further than that)."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"the file is over {limit:,} bytes")
+
+
+def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
+    """A regular file's bytes; with `limit`, no more than that many are read (FileTooLarge beyond)."""
     with open_regular(path) as f:
-        return f.read()
+        if limit is None:
+            return f.read()
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise FileTooLarge(limit)
+    return data
 
 
-def read_text(path: str | os.PathLike, encoding: str = "utf-8") -> str:
-    """As Path.read_text (universal newlines), from a regular file only."""
-    data = read_bytes(path).decode(encoding)
+def read_text(path: str | os.PathLike, encoding: str = "utf-8", limit: int | None = None) -> str:
+    """As Path.read_text (universal newlines), from a regular file only, of at most `limit` bytes."""
+    data = read_bytes(path, limit).decode(encoding)
     return data.replace("\r\n", "\n").replace("\r", "\n")
 
 

@@ -68,6 +68,9 @@ def dotted(path: Key) -> str:
 MAX_DEPTH = 64
 MAX_VALUES = 10_000
 MAX_CHARS = 1_000_000
+# A file of MAX_CHARS characters holds at most this many bytes (4 a character in UTF-8): readers stop
+# there, since the length check above comes after the read (a 3 GB file would be read whole first).
+MAX_BYTES = 4 * MAX_CHARS
 
 
 class _Refused(Exception):

@@ -40,8 +40,8 @@ from typing import Any, Iterator, Mapping
 from runtime.limits import counts as limits
 from runtime.ir.errors import ScenarioError
 from runtime.ir.files import open_regular, read_text
-from runtime.ir.yamlcheck import (Ctx, Key, flag, freeze, integer, kind, mapping, member, number, overlay, parse, suggest,
-                               text)
+from runtime.ir.yamlcheck import (MAX_BYTES, Ctx, Key, flag, freeze, integer, kind, mapping, member, number, overlay,
+                                   parse, suggest, text)
 from runtime.scenario.apps import apps_scenario
 # the specs are defined with the section checks both kinds of scenario share; importable from here as before
 from runtime.scenario.spec import (FREE, SCHEMA, DELEGATE_KINDS, CpuSpec, DelegateSpec, Distribution, InputSpec,
@@ -89,7 +89,7 @@ def load_scenario(path: str | os.PathLike, allow_external_delegates: bool = Fals
     file name, unless `allow_paths_outside_output` (`dtb run --allow-paths-outside-output`)."""
     p = Path(path)
     try:
-        content = read_text(p)   # a FIFO or a device is refused, not read forever
+        content = read_text(p, limit=MAX_BYTES)   # a FIFO, a device or a 3 GB file is refused, not read
     except FileNotFoundError:
         raise ScenarioError(f"{p}: no such scenario file") from None
     except (OSError, UnicodeDecodeError) as exc:

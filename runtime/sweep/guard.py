@@ -57,10 +57,10 @@ def count_cells(path: str | os.PathLike) -> int | None:
 
 
 def _document(path):
-    from runtime.ir.yamlcheck import parse
+    from runtime.ir.yamlcheck import MAX_BYTES, parse
 
     try:
-        return parse(read_text(path), str(path), ScenarioError)[0]
+        return parse(read_text(path, limit=MAX_BYTES), str(path), ScenarioError)[0]
     except (OSError, UnicodeDecodeError, TestbedError):
         return None
 
