@@ -306,6 +306,47 @@ def test_report_of_a_results_file_with_a_wrong_type_is_one_line_and_exit_1(tmp_p
     assert sorted(os.listdir(tmp_path)) == ["results.json"]
 
 
+def test_report_of_a_sparse_3_gb_results_file_is_refused_unread(tmp_path, capsys):
+    import tracemalloc
+
+    from runtime.cli.main import main
+
+    path = tmp_path / "results.json"
+    with open(path, "wb") as f:
+        f.truncate(3 << 30)   # sparse: no disk, but read whole it took 6 GB and a minute
+    tracemalloc.start()
+    try:
+        assert main(["report", str(path), "-o", str(tmp_path / "report.md")]) == 1
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20
+    assert capsys.readouterr().err == (f"dtb report: error: {path}: cannot read the results file: the file is "
+                                       f"over 1,073,741,824 bytes\n")
+    assert sorted(os.listdir(tmp_path)) == ["results.json"]
+
+
+def test_report_refuses_a_results_or_trace_file_over_the_limit(tmp_path, monkeypatch):
+    from runtime.report import render as render_module
+
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(_results()))
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"traceEvents": [{"ph": "M", "name": "x" * 100}] * (path.stat().st_size // 50)}))
+    assert trace.stat().st_size > path.stat().st_size
+    monkeypatch.setattr(render_module, "MAX_JSON_BYTES", trace.stat().st_size)
+    write_report(path, "html")   # files of the limit's size are read
+    monkeypatch.setattr(render_module, "MAX_JSON_BYTES", trace.stat().st_size - 1)
+    with pytest.raises(errors.TestbedError, match=re.escape(f"{tmp_path / 'trace.json'}: cannot read the trace "
+                                                            f"file: the file is over ")):
+        write_report(path, "html", tmp_path / "other.html")
+    monkeypatch.setattr(render_module, "MAX_JSON_BYTES", path.stat().st_size - 1)
+    with pytest.raises(errors.TestbedError, match=re.escape(f"{path}: cannot read the results file: the file is "
+                                                            f"over ")):
+        write_report(path, "md")
+    assert not (tmp_path / "other.html").exists() and not (tmp_path / "report.md").exists()
+
+
 def test_results_without_records_is_an_error():
     with pytest.raises(errors.TestbedError, match="records"):
         render({"schema": 1}, "md")

@@ -70,7 +70,9 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
     with open_regular(path) as f:
         if limit is None:
             return f.read()
-        data = f.read(limit + 1)
+        if os.fstat(f.fileno()).st_size > limit:   # a sparse 3 GB file is refused unread
+            raise FileTooLarge(limit)
+        data = f.read(limit + 1)   # the file may have grown since the fstat
     if len(data) > limit:
         raise FileTooLarge(limit)
     return data

@@ -23,6 +23,9 @@ __all__ = ["FORMATS", "render", "render_file", "write_report"]
 
 FORMATS = ("md", "html", "csv")
 _DEFAULT_NAMES = {"md": "report.md", "html": "report.html", "csv": "results.csv"}
+# A results or trace file longer than this is refused unread: one record holds a few KB and trace.json
+# is bounded by limits.MAX_INFERENCES, and parsing a document takes several times its size in memory.
+MAX_JSON_BYTES = 1 << 30
 
 _NUMBERS = ("model.nodes", "latency_ms.avg", "latency_ms.p90", "init_ms", "boundary.crossings", "boundary.ms",
             "boundary.share", "energy.total_mj", "energy.avg_power_w")
@@ -426,7 +429,7 @@ def render(results: dict, fmt: str = "md", trace: dict | None = None) -> str:
 
 def _read_json(path: Path, what: str) -> Any:
     try:
-        text = read_text(path)   # a FIFO or a device is refused, not read forever
+        text = read_text(path, limit=MAX_JSON_BYTES)   # a FIFO, a device or a sparse 3 GB file is refused
     except FileNotFoundError:
         raise TestbedError(f"{path}: no such {what} file") from None
     except (OSError, UnicodeDecodeError) as e:
