@@ -120,3 +120,18 @@ def test_units_share_op_costs_only_with_the_same_spec():
     same = SoC(load_profile("pixel4"))
     assert same.units["cpu_big"].share_costs(one.units["cpu_big"])
     assert same.units["cpu_big"].alone_cost(work, threads=4) is first      # remembered, not costed again
+
+
+def test_each_cross_validation_fold_takes_the_fits_iteration_limit():
+    """--max_nfev bounds every fold's fit as it bounds the whole fit (the folds always took 30)."""
+    from runtime.calibration.fit import cross_validate
+
+    args = (("alpha", 0.25), ("resolution", 96))
+    rows = [Row("mobilenet_v1", args, "none", "pixel4", "cpu", t, 1.0 + t, f"t:{t}", family=f"f{t}")
+            for t in (1, 2, 4)]
+    data, _, _, path = load_base("pixel4")
+    evaluator = Evaluator(rows, data, str(path), row_models)
+    params = candidate_params(data, set().union(*(s.used for s in evaluator.sims)))
+    most = 1 * (len(params) + 1) + 1   # fit()'s bound on row-set evaluations for one iteration
+    cv = cross_validate(evaluator, params, max_nfev=1)
+    assert len(cv.folds) == 3 and all(f.fit.evaluations <= most for f in cv.folds)

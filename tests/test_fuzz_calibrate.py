@@ -294,6 +294,15 @@ def _calibrate(capsys, *argv) -> tuple[int, str]:
     return code, _one_line(capsys) if code else ""
 
 
+def test_op_split_with_an_output_is_refused_before_anything_runs(tmp_path, capsys):
+    # --op_split fits nothing: -o was accepted and silently not written
+    (tmp_path / "m.csv").write_text(_csv(GOOD))
+    code, line = _calibrate(capsys, tmp_path / "m.csv", "--base", "pixel3", "--op_split", "-o", tmp_path / "p.yaml")
+    assert code == 1 and line == ("dtb calibrate: error: --op_split fits nothing, so -o has no profile to write; "
+                                  "drop one of them"), line
+    assert not (tmp_path / "p.yaml").exists()
+
+
 @pytest.mark.parametrize("kind", ["folder", "slash", "unwritable", "long", "no folder"])
 def test_bad_output_is_one_line_before_any_model_is_built(tmp_path, capsys, monkeypatch, kind):
     import runtime.cli.calibrate as calibrate

@@ -272,10 +272,11 @@ class CrossValidation:
 
 
 def cross_validate(evaluator: Evaluator, params: Sequence[Param], on_fold: OnStep | None = None,
-                   on_run: OnStep | None = None) -> CrossValidation:
+                   on_run: OnStep | None = None, max_nfev: int = 30) -> CrossValidation:
     """Leave one model family out (a model alone where the rows name no family): fit on every other
-    family's rows, predict the held-out family's rows. `on_fold(done, folds, label)` as each fold
-    starts and once all are done; `on_run` is each fold's fit's."""
+    family's rows (each fit at most `max_nfev` iterations, as the whole fit), predict the held-out
+    family's rows. `on_fold(done, folds, label)` as each fold starts and once all are done; `on_run` is
+    each fold's fit's."""
     keys = sorted({family_key(r) for r in evaluator.rows}, key=str)
     out: dict[int, Prediction] = {}
     folds = []
@@ -286,7 +287,7 @@ def cross_validate(evaluator: Evaluator, params: Sequence[Param], on_fold: OnSte
         label = f"family {first.family}" if first.family else first.label
         if on_fold:
             on_fold(k, len(keys), f"without {label}")
-        fitted = fit(evaluator, params, train, on_run=on_run)
+        fitted = fit(evaluator, params, train, max_nfev=max_nfev, on_run=on_run)
         folds.append(Fold(label, tuple(held), fitted))
         results = evaluator.run(fitted.params, fitted.values, held)
         for i, (ms, _) in zip(held, results):

@@ -53,7 +53,8 @@ def add_parsers(sub) -> None:
     sp.add_argument("--device", help="phone name for log files that do not say (default: the base's name)")
     sp.add_argument("--model", help="model for log files whose Graph line is missing (.tflite or zoo:NAME), or "
                                     "the .tflite an AI Hub profile job's .json measured")
-    sp.add_argument("--max_nfev", type=int, default=30, help="least-squares iterations (default 30)")
+    sp.add_argument("--max_nfev", type=int, default=30, help="least-squares iterations of the fit and of each "
+                                                              "cross-validation fold (default 30)")
     sp.set_defaults(fn=cmd_calibrate, parser=sp)
 
 
@@ -189,6 +190,8 @@ def check_not_a_model(output: str | None, rows: Sequence[Row]) -> None:
 def cmd_calibrate(args, extra=None) -> int:
     if args.max_nfev < 1 or args.max_nfev > 10_000:
         raise CalibrationError(f"--max_nfev must be in 1..10000, got {args.max_nfev}")
+    if args.op_split and args.output:
+        raise CalibrationError("--op_split fits nothing, so -o has no profile to write; drop one of them")
     check_output(args.output)
     check_not_an_input(args.output, args.measurements, args.base)
     check_profile_text(args.output, args.base, args.device)
@@ -210,7 +213,8 @@ def cmd_calibrate(args, extra=None) -> int:
     if args.cv:   # before writing: the written profile carries the band the cross-validation measured
         with Progress(prog, "fold", delay=PROGRESS_DELAY_S, leave=False) as progress:
             cv = cross_validate(evaluator, params, on_fold=progress,
-                                on_run=lambda done, most, label: progress.note(f"{done} simulations"))
+                                on_run=lambda done, most, label: progress.note(f"{done} simulations"),
+                                max_nfev=args.max_nfev)
         _print_cv(cv.predictions)
         _print_spreads(spreads(result, cv), _held_out(rows))
         band = error_band(evaluator, cv.predictions)
