@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from runtime.ir.errors import ProfileError
-from runtime.ir.files import open_regular
+from runtime.ir.files import FileTooLarge, read_bytes
 from runtime.ir.optypes import OpType
 from runtime.ir.yamlcheck import MAX_BYTES, MAX_CHARS, Key, parse
 from sim.band import parse_error_band
@@ -338,10 +338,11 @@ def load_profile(name_or_path: str | os.PathLike) -> Profile:
 def read_profile_text(path: Path) -> str:
     """A profile file's text (universal newlines), from a regular file of at most MAX_BYTES bytes of
     UTF-8; OSError as opening it raises (NotRegularFile for a FIFO, a device or a folder)."""
-    with open_regular(path) as f:
-        data = f.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
-        raise ProfileError(f"{path}:1: the file is over {MAX_BYTES:,} bytes; the limit is {MAX_CHARS:,} characters")
+    try:
+        data = read_bytes(path, limit=MAX_BYTES)
+    except FileTooLarge:
+        raise ProfileError(f"{path}:1: the file is over {MAX_BYTES:,} bytes; the limit is {MAX_CHARS:,} characters") \
+            from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
